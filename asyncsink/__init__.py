@@ -1,0 +1,61 @@
+"""asyncsink: a generic async sink framework for Apache Spark.
+
+Subclass ``AsyncSinkWriter`` for a destination, or use a shim from ``sinks``; run it from
+``foreachBatch``, ``foreachPartition`` or a Spark Python data source with
+``asyncsink.spark``.
+"""
+
+from .dead_letter import DeadLetter, JsonLinesDeadLetter
+from .durable import CallLog
+from .errors import (
+    AsyncSinkError,
+    BadRecordError,
+    CorruptRecordError,
+    DeliveryError,
+    DestinationError,
+    DurableError,
+    FatalError,
+    FencedError,
+    OptionError,
+    RetryableError,
+    ThrottledError,
+    WriterStateError,
+)
+from .options import SinkOptions
+from .request import CallInfo, SubmitResult, current_call, idempotency_key
+from .retry import ErrorKind
+from .stats import LatencyHistogram, WriterStatistics
+from .stores.base import RecordStore, Scope
+from .writer import AsyncSinkWriter, WriterSnapshot
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AsyncSinkError",
+    "AsyncSinkWriter",
+    "BadRecordError",
+    "CallInfo",
+    "CallLog",
+    "CorruptRecordError",
+    "DeadLetter",
+    "DeliveryError",
+    "DestinationError",
+    "DurableError",
+    "ErrorKind",
+    "FatalError",
+    "FencedError",
+    "JsonLinesDeadLetter",
+    "LatencyHistogram",
+    "OptionError",
+    "RecordStore",
+    "RetryableError",
+    "Scope",
+    "SinkOptions",
+    "SubmitResult",
+    "ThrottledError",
+    "WriterSnapshot",
+    "WriterStatistics",
+    "WriterStateError",
+    "current_call",
+    "idempotency_key",
+]

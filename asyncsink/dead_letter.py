@@ -1,0 +1,74 @@
+"""Dead-letter targets: where bad records go when the task should not fail for them.
+
+A bad record is an entry larger than ``maxRecordSizeInBytes``, an element the converter
+could not turn into an entry, or an entry the destination rejected as malformed (an
+Elasticsearch mapping error, an HTTP 400 item). Without a dead-letter target the writer
+fails with a ``BadRecordError`` naming the record's position and reason; with one, the
+record is handed over and counted in the statistics. Nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+__all__ = ["DeadLetter", "DeadLetterTarget", "JsonLinesDeadLetter", "dead_letter_target"]
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """A bad record: its position in write order, why it is bad, and its content."""
+
+    position: int
+    reason: str
+    record: bytes
+    scope: str | None = None
+
+    def to_json(self) -> bytes:
+        try:
+            text: dict[str, str] = {"record": self.record.decode()}
+        except UnicodeDecodeError:
+            text = {"record_base64": base64.b64encode(self.record).decode()}
+        line = {"position": self.position, "reason": self.reason, "scope": self.scope,
+                "time": time.time(), **text}
+        return orjson.dumps(line)
+
+
+DeadLetterTarget = Callable[[DeadLetter], Any]
+
+
+class JsonLinesDeadLetter:
+    """Appends each dead letter as one JSON line to ``path`` (created with its folders).
+
+    Each line is written with a single ``write`` on a file opened in append mode, so the
+    Python worker processes of one machine can share the file.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    def __call__(self, letter: DeadLetter) -> None:
+        folder = os.path.dirname(os.path.abspath(self.path))
+        os.makedirs(folder, exist_ok=True)
+        with self._lock, open(self.path, "ab") as out:
+            out.write(letter.to_json() + b"\n")
+
+    def __repr__(self) -> str:
+        return f"JsonLinesDeadLetter({self.path!r})"
+
+
+def dead_letter_target(option: str | DeadLetterTarget | None) -> DeadLetterTarget | None:
+    """The target the ``deadLetter`` option names: a file path, a callable, or none."""
+    if option is None or option == "":
+        return None
+    if isinstance(option, str):
+        return JsonLinesDeadLetter(option)
+    return option

@@ -1,0 +1,344 @@
+"""The call log: a writer's durable memory of its requests, per scope.
+
+Write order, which decides what can be recovered:
+
+1. ``new_call`` makes the call's PENDING record; the writer ``sync()``s it to the store
+   before the request leaves (several calls' records share one store write).
+2. After the response, the terminal record (SUCCEEDED with the acknowledged entries, or
+   FAILED) overwrites that slot; it is written with the next sync.
+3. When the scope's barrier passed, ``complete()`` syncs and marks the scope COMPLETED.
+
+Every store write is conditional on the epoch this attempt took the scope with, so an
+attempt that was taken over (a zombie, a speculative copy) is fenced and stops.
+
+On a re-execution of the scope, ``open`` reads what the earlier attempts left: a
+COMPLETED scope sends nothing; PENDING (and FAILED) calls are settled first by the
+writer's reconciler or, without one, re-sent as the same call with the same idempotency
+key once their entries have been written again; acknowledged entries are skipped as they
+are written. Each replayed entry is checked against its recorded CRC: a mismatch means
+the input changed, so that record and every later one are dropped (the trimmed state is
+persisted at once) and the entry is sent as new. Entries checked before the mismatch
+matched what was delivered, so they stay delivered.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from typing import Any, Protocol
+
+import anyio
+import orjson
+
+from ..errors import CorruptRecordError, DurableError
+from ..request import CallInfo, idempotency_key
+from ..stores.base import RecordStore, Scope
+from .records import (
+    FAILED,
+    PENDING,
+    SUCCEEDED,
+    CallRecord,
+    crc_of,
+    decode_record,
+    encode_record,
+)
+
+__all__ = ["CallLog"]
+
+log = logging.getLogger("asyncsink.durable")
+
+_META_KEY = "meta"
+_CALL_PREFIX = "call:"
+
+Reconciler = Callable[[CallInfo], Awaitable[Collection[int] | None]]
+Serializer = Callable[[Any], bytes]
+Released = tuple[int, Any, int]  # (seq, entry, size)
+
+
+class _Sized(Protocol):
+    seq: int
+    entry: Any
+    size: int
+
+
+def _key(call_id: int) -> str:
+    return f"{_CALL_PREFIX}{call_id:010d}"
+
+
+class CallLog:
+    """Durable call records of one scope, for one writer.
+
+    Args:
+        store: where records live.
+        scope: the Spark task's share of work this writer delivers.
+    """
+
+    def __init__(self, store: RecordStore, scope: Scope) -> None:
+        self.store = store
+        self.scope = scope
+        self.scope_name = str(scope)
+        self.epoch = 0
+        self.completed = False
+        self.recovering = False
+        self.next_call_id = 0
+        self.skipped = 0
+        self.reconciled = 0
+        self.resent_calls = 0
+        self._serialize: Serializer = bytes
+        self._records: dict[int, CallRecord] = {}
+        self._crc: dict[int, int] = {}  # seq -> recorded CRC, for entries being replayed
+        self._done: dict[int, int] = {}  # seq -> call id, for delivered entries
+        self._resend: dict[int, int] = {}  # seq -> call id, for calls to re-send
+        self._collected: dict[int, dict[int, Released]] = {}
+        self._released: list[Released] = []
+        self._resends: list[tuple[CallInfo, list[Released]]] = []
+        self._queue: dict[str, bytes] = {}
+        self._deletes: set[str] = set()
+        self._queued = 0
+        self._durable = 0
+        self._writing: anyio.Event | None = None
+        self._broken: BaseException | None = None
+
+    def statistics(self) -> dict[str, int]:
+        return {
+            "skipped": self.skipped,
+            "reconciled": self.reconciled,
+            "resent_calls": self.resent_calls,
+        }
+
+    # ------------------------------------------------------------------ opening
+
+    async def open(self, serialize: Serializer, reconcile: Reconciler) -> None:
+        """Take the scope (bumping its epoch) and plan the recovery of earlier attempts.
+
+        Raises:
+            CorruptRecordError: a stored record cannot be decoded (scope, call, reason).
+            DurableError: the store cannot be reached.
+        """
+        self._serialize = serialize
+        state = await self.store.take(self.scope)
+        self.epoch = state.epoch
+        if state.completed:
+            self.completed = True
+            log.info("%s: completed by an earlier attempt; nothing will be sent", self.scope)
+            return
+        next_call = 0
+        for key, data in state.records.items():
+            if key == _META_KEY:
+                next_call = max(next_call, self._decode_meta(data))
+                continue
+            try:
+                record = decode_record(data)
+            except ValueError as exc:
+                raise CorruptRecordError(self.scope, key, str(exc)) from exc
+            if key != _key(record.call_id):
+                raise CorruptRecordError(self.scope, key, f"holds call {record.call_id}")
+            self._records[record.call_id] = record
+            next_call = max(next_call, record.call_id + 1)
+        self.next_call_id = next_call
+        for record in sorted(self._records.values(), key=lambda r: r.call_id):
+            self._crc.update(zip(record.seqs, record.crcs, strict=True))
+            if record.status == SUCCEEDED:
+                for seq in record.acked:
+                    self._done[seq] = record.call_id
+                for seq in record.rejected:
+                    self._done[seq] = record.call_id
+            else:
+                await self._settle_unfinished(record, reconcile)
+        self.recovering = bool(self._done or self._resend)
+        if self._records:
+            log.info(
+                "%s: recovering %d calls (%d entries delivered, %d to re-send as before)",
+                self.scope, len(self._records), len(self._done), len(self._resend),
+            )  # fmt: skip
+        await self.sync()
+
+    def _decode_meta(self, data: bytes) -> int:
+        try:
+            return int(orjson.loads(data)["next_call"])
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise CorruptRecordError(self.scope, _META_KEY, repr(exc)) from exc
+
+    async def _settle_unfinished(self, record: CallRecord, reconcile: Reconciler) -> None:
+        info = self._info(record.call_id, record.seqs)
+        try:
+            held = await reconcile(info)
+        except Exception as exc:
+            log.warning("%s: reconciling call %d failed: %s", self.scope, record.call_id, exc)
+            record.status = FAILED
+            record.error = f"reconcile failed: {type(exc).__name__}: {exc}"
+            self._put(record)
+            return
+        if held is None:
+            for seq in record.seqs:
+                self._resend[seq] = record.call_id
+            return
+        self.reconciled += 1
+        record.status = SUCCEEDED
+        record.acked = frozenset(seq for seq in held if seq in set(record.seqs))
+        for seq in record.acked:
+            self._done[seq] = record.call_id
+        self._put(record)
+
+    def _info(self, call_id: int, seqs: Sequence[int]) -> CallInfo:
+        key = idempotency_key(self.scope_name, call_id)
+        return CallInfo(call_id, key, self.scope_name, tuple(seqs))
+
+    # ------------------------------------------------------------------ replay
+
+    def admit(self, seq: int, entry: Any, size: int, now: float) -> bool:
+        """Route a replayed entry: ``True`` if the log took it (already delivered, or
+        held for the re-send of its call), ``False`` if the writer should send it as new."""
+        call_id = self._done.pop(seq, None)
+        resend = False
+        if call_id is None:
+            call_id = self._resend.pop(seq, None)
+            resend = call_id is not None
+        if call_id is None:
+            return False
+        record = self._records[call_id]
+        if self._crc[seq] != crc_of(self._serialize(entry)):
+            self._diverged(record, seq)
+            self._released.append((seq, entry, size))
+        elif resend:
+            collected = self._collected.setdefault(call_id, {})
+            collected[seq] = (seq, entry, size)
+            if len(collected) == len(record.seqs):
+                del self._collected[call_id]
+                self.resent_calls += 1
+                parts = [collected[s] for s in record.seqs]
+                self._resends.append((self._info(call_id, record.seqs), parts))
+        else:
+            self.skipped += 1
+        self.recovering = bool(self._done or self._resend)
+        return True
+
+    def _diverged(self, record: CallRecord, seq: int) -> None:
+        dropped = [r for r in self._records.values() if r.call_id >= record.call_id]
+        log.warning(
+            "%s: entry %d differs from what call %d sent: the input changed since the "
+            "earlier attempt (Spark replays must be deterministic); dropping call %d and "
+            "the %d calls after it and sending their entries again",
+            self.scope, seq, record.call_id, record.call_id, len(dropped) - 1,
+        )  # fmt: skip
+        for dead in dropped:
+            del self._records[dead.call_id]
+            self._deletes.add(_key(dead.call_id))
+            self._queue.pop(_key(dead.call_id), None)
+            for s in dead.seqs:
+                if self._done.get(s) == dead.call_id:
+                    del self._done[s]
+                if self._resend.get(s) == dead.call_id:
+                    del self._resend[s]
+            for part in self._collected.pop(dead.call_id, {}).values():
+                self._released.append(part)
+        self._queued += 1
+        self.needs_sync = True
+
+    needs_sync = False
+
+    def take_released(self) -> tuple[list[Released], list[tuple[CallInfo, list[Released]]]]:
+        """Entries to send as new, and whole calls to re-send as they were."""
+        released, resends = self._released, self._resends
+        self._released, self._resends = [], []
+        return released, resends
+
+    def finish_input(self) -> None:
+        """The input ended: calls whose entries did not all come back are sent anew."""
+        for call_id, collected in self._collected.items():
+            log.warning(
+                "%s: only %d of the %d entries of call %d were written again; the input "
+                "changed since the earlier attempt; sending them in new calls",
+                self.scope, len(collected), len(self._records[call_id].seqs), call_id,
+            )  # fmt: skip
+            self._released.extend(collected.values())
+            self._deletes.add(_key(call_id))
+            del self._records[call_id]
+        self._collected.clear()
+        if self._done:
+            log.warning(
+                "%s: %d entries delivered by an earlier attempt were not written again",
+                self.scope, len(self._done),
+            )  # fmt: skip
+        self._done.clear()
+        self._resend.clear()
+        self.recovering = False
+
+    # ------------------------------------------------------------------ recording
+
+    def new_call(self, items: Sequence[_Sized]) -> CallInfo:
+        """Number a new request and queue its PENDING record."""
+        call_id = self.next_call_id
+        self.next_call_id += 1
+        seqs = tuple(item.seq for item in items)
+        crcs = tuple(crc_of(self._serialize(item.entry)) for item in items)
+        record = CallRecord(call_id, PENDING, seqs, crcs)
+        self._records[call_id] = record
+        self._put(record)
+        self._queue[_META_KEY] = orjson.dumps({"next_call": self.next_call_id})
+        return self._info(call_id, seqs)
+
+    def record_result(
+        self, call: CallInfo, acked: Collection[int], rejected: dict[int, str], detail: Any
+    ) -> None:
+        record = self._records[call.call_id]
+        record.status = SUCCEEDED
+        record.acked = frozenset(acked)
+        record.rejected = rejected
+        record.result = detail
+        self._put(record)
+
+    def record_failure(self, call: CallInfo, error: BaseException | None) -> None:
+        record = self._records[call.call_id]
+        record.status = FAILED
+        record.error = f"{type(error).__name__}: {error}"[:2000] if error else "failed"
+        self._put(record)
+
+    def _put(self, record: CallRecord) -> None:
+        key = _key(record.call_id)
+        self._queue[key] = encode_record(record)
+        self._deletes.discard(key)
+        self._queued += 1
+
+    async def sync(self) -> None:
+        """Make every record queued so far durable (one store write for all of them).
+
+        Raises:
+            FencedError: another attempt took the scope.
+            DurableError: the store failed; the log is unusable from then on.
+        """
+        target = self._queued
+        while self._durable < target:
+            if self._broken is not None:
+                raise self._broken
+            if self._writing is not None:
+                await self._writing.wait()
+                continue
+            self._writing = writing = anyio.Event()
+            puts, deletes, version = self._queue, self._deletes, self._queued
+            self._queue, self._deletes = {}, set()
+            try:
+                await self.store.put(self.scope, self.epoch, puts, deletes)
+            except DurableError as exc:
+                self._broken = exc
+                raise
+            except Exception as exc:
+                self._broken = DurableError(f"{self.scope}: writing call records failed: {exc}")
+                raise self._broken from exc
+            except BaseException:
+                # Cancelled mid-write: keep what was not known to be written, newer first.
+                self._queue = {**puts, **self._queue}
+                self._deletes |= deletes - self._queue.keys()
+                raise
+            else:
+                self._durable = version
+                self.needs_sync = False
+            finally:
+                self._writing = None
+                writing.set()
+
+    async def complete(self) -> None:
+        """The barrier passed: persist what is queued and mark the scope COMPLETED."""
+        await self.sync()
+        await self.store.complete(self.scope, self.epoch)
+        self.completed = True

@@ -1,0 +1,147 @@
+"""Call records: what the call log stores for each request, and how it is encoded.
+
+A record is a JSON object (format version 2)::
+
+    {"v": 2, "call": 17, "status": "SUCCEEDED",
+     "seqs": [[0, 489], [977, 986]],        # entry sequence numbers, request order, ranges
+     "crc": "<base64 of one CRC-32 per entry, big-endian>",   # the content digest
+     "acked": [[0, 480], [482, 489]],       # what the destination acknowledged
+     "rejected": {"481": "mapping error"},  # dead-lettered bad records
+     "result": ..., "error": "..."}
+
+``status`` is ``PENDING`` (written before the request leaves), ``SUCCEEDED`` (the
+destination answered; ``acked`` says for which entries) or ``FAILED`` (out of retries,
+or a reconciler failed). Format 1 records carry no ``status``: they read as SUCCEEDED
+(every entry acknowledged) when they hold a ``result`` and FAILED when they hold an
+``error``. Digests are per entry so a replay verifies each entry as it is written, with
+nothing held back, whatever order the calls completed in.
+"""
+
+from __future__ import annotations
+
+import base64
+import struct
+import zlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+__all__ = [
+    "FAILED",
+    "FORMAT_VERSION",
+    "PENDING",
+    "SUCCEEDED",
+    "CallRecord",
+    "crc_of",
+    "decode_record",
+    "encode_record",
+    "from_ranges",
+    "to_ranges",
+]
+
+FORMAT_VERSION = 2
+PENDING = "PENDING"
+SUCCEEDED = "SUCCEEDED"
+FAILED = "FAILED"
+_STATUSES = frozenset((PENDING, SUCCEEDED, FAILED))
+
+
+def crc_of(data: bytes) -> int:
+    return zlib.crc32(data)
+
+
+def to_ranges(seqs: Iterable[int]) -> list[list[int]]:
+    """Runs of consecutive numbers, in the given order: ``[3,4,5,9]`` -> ``[[3,5],[9,9]]``."""
+    ranges: list[list[int]] = []
+    for seq in seqs:
+        if ranges and ranges[-1][1] + 1 == seq:
+            ranges[-1][1] = seq
+        else:
+            ranges.append([seq, seq])
+    return ranges
+
+
+def from_ranges(ranges: Iterable[Sequence[int]]) -> Iterator[int]:
+    for start, end in ranges:
+        yield from range(start, end + 1)
+
+
+@dataclass(slots=True)
+class CallRecord:
+    """One request of a scope, as the call log knows it."""
+
+    call_id: int
+    status: str
+    seqs: tuple[int, ...]
+    crcs: tuple[int, ...]
+    acked: frozenset[int] = frozenset()
+    rejected: Mapping[int, str] = field(default_factory=dict)
+    result: Any = None
+    error: str | None = None
+
+
+def encode_record(record: CallRecord) -> bytes:
+    body: dict[str, Any] = {
+        "v": FORMAT_VERSION,
+        "call": record.call_id,
+        "status": record.status,
+        "seqs": to_ranges(record.seqs),
+        "crc": base64.b64encode(struct.pack(f">{len(record.crcs)}I", *record.crcs)).decode(),
+    }
+    if record.status != PENDING:
+        body["acked"] = to_ranges(sorted(record.acked))
+    if record.rejected:
+        body["rejected"] = {str(seq): reason for seq, reason in record.rejected.items()}
+    if record.result is not None:
+        body["result"] = record.result
+    if record.error is not None:
+        body["error"] = record.error
+    return orjson.dumps(body)
+
+
+def decode_record(data: bytes) -> CallRecord:
+    """Decode a stored record (format 1 or 2).
+
+    Raises:
+        ValueError: the bytes are not a record this version can read (the message says why).
+    """
+    try:
+        body = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"not JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise ValueError("not a JSON object")
+    version = body.get("v", 1)
+    if version not in (1, FORMAT_VERSION):
+        raise ValueError(f"unknown format version {version!r}")
+    try:
+        seqs = tuple(from_ranges(body["seqs"]))
+        raw = base64.b64decode(body["crc"], validate=True)
+        crcs = struct.unpack(f">{len(raw) // 4}I", raw)
+        if len(crcs) != len(seqs) or len(raw) % 4:
+            raise ValueError(f"{len(seqs)} entries but {len(raw)} digest bytes")
+        status = body.get("status")
+        if status is None:  # format 1: the payload says how the call ended
+            status = FAILED if "error" in body else SUCCEEDED
+            acked = frozenset(seqs) if status == SUCCEEDED else frozenset()
+        else:
+            acked = frozenset(from_ranges(body.get("acked", ())))
+        if status not in _STATUSES:
+            raise ValueError(f"unknown status {status!r}")
+        rejected = {int(seq): str(reason) for seq, reason in body.get("rejected", {}).items()}
+        return CallRecord(
+            call_id=int(body["call"]),
+            status=status,
+            seqs=seqs,
+            crcs=crcs,
+            acked=acked,
+            rejected=rejected,
+            result=body.get("result"),
+            error=body.get("error"),
+        )
+    except KeyError as exc:
+        raise ValueError(f"missing field {exc.args[0]!r}") from None
+    except (TypeError, struct.error, ValueError, base64.binascii.Error) as exc:  # type: ignore[attr-defined]
+        raise ValueError(str(exc) or type(exc).__name__) from None

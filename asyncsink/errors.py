@@ -1,0 +1,147 @@
+"""The exceptions asyncsink raises, and the ones a destination shim raises to it.
+
+::
+
+    AsyncSinkError
+    ├── OptionError            an option is unknown or its value is not allowed
+    ├── WriterStateError       write/flush on a writer that is not open
+    ├── BadRecordError         an entry is too large, cannot be converted, or was rejected
+    ├── DeliveryError          entries ran out of retries; raised by ``flush()``
+    ├── DestinationError       a request failed; raised by a shim, classified by the writer
+    │   ├── RetryableError     try the request again (5xx, timeouts, connection errors)
+    │   │   └── ThrottledError the destination pushes back (429, 503, throughput exceeded)
+    │   └── FatalError         do not try again (auth, not found, malformed request)
+    └── DurableError           the call log cannot be trusted or written
+        ├── FencedError        another attempt took over this scope
+        └── CorruptRecordError a stored record cannot be decoded
+
+A shim translates its vendor errors (httpx, botocore, HTTP status codes, bulk items) into
+``RetryableError``, ``ThrottledError`` or ``FatalError`` with ``raise ... from exc`` so the
+cause stays attached. Any other exception escaping ``submit_request_entries`` is treated
+as fatal unless the writer's ``classify_error`` says otherwise.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AsyncSinkError",
+    "BadRecordError",
+    "CorruptRecordError",
+    "DeliveryError",
+    "DestinationError",
+    "DurableError",
+    "FatalError",
+    "FencedError",
+    "OptionError",
+    "RetryableError",
+    "ThrottledError",
+    "WriterStateError",
+]
+
+
+class AsyncSinkError(Exception):
+    """Base class of every error asyncsink raises."""
+
+
+class OptionError(AsyncSinkError, ValueError):
+    """An option is unknown, or its value is not allowed.
+
+    The message names the option, the value given and what is allowed.
+    """
+
+    def __init__(self, name: str, value: object, allowed: str, *, message: str = "") -> None:
+        self.option = name
+        self.allowed = allowed
+        super().__init__(message or f"option {name!r}: got {value!r}, expected {allowed}")
+
+    @classmethod
+    def unknown(cls, name: str, known: list[str]) -> OptionError:
+        """An option nobody claimed. Its value is not shown: it may be a mistyped secret."""
+        allowed = ", ".join(known)
+        return cls(name, None, allowed, message=f"unknown option {name!r}; known options: {allowed}")
+
+
+class WriterStateError(AsyncSinkError, RuntimeError):
+    """A writer was used outside its open lifetime (before ``open`` or after ``close``)."""
+
+
+class BadRecordError(AsyncSinkError):
+    """An entry cannot be delivered: too large, not convertible, or rejected as malformed.
+
+    ``position`` is the entry's sequence number in the writer (0-based, in write order).
+    """
+
+    def __init__(self, position: int, reason: str) -> None:
+        self.position = position
+        self.reason = reason
+        super().__init__(f"bad record at position {position}: {reason}")
+
+
+class DeliveryError(AsyncSinkError):
+    """Entries ran out of retries; nothing was dropped silently.
+
+    ``failed`` counts the undelivered entries, ``delivered`` those acknowledged, and
+    ``__cause__`` is one of the errors that made the entries fail.
+    """
+
+    def __init__(self, failed: int, delivered: int, sample: BaseException | None) -> None:
+        self.failed = failed
+        self.delivered = delivered
+        self.sample = sample
+        detail = f": last cause: {type(sample).__name__}: {sample}" if sample else ""
+        super().__init__(
+            f"{failed} entries could not be delivered after all retries "
+            f"({delivered} delivered){detail}"
+        )
+
+
+class DestinationError(AsyncSinkError):
+    """A request to the destination failed. Shims raise a subclass of this.
+
+    ``retry_after`` (seconds) is the destination's hint of when to try again, if it gave one.
+    ``status`` is the protocol status (an HTTP status code, an AWS error code) when known.
+    """
+
+    def __init__(
+        self, message: str, *, retry_after: float | None = None, status: object = None
+    ) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+        self.status = status
+
+
+class RetryableError(DestinationError):
+    """The request failed but may succeed if sent again."""
+
+
+class ThrottledError(RetryableError):
+    """The destination is overloaded or over quota; the writer slows down and retries."""
+
+
+class FatalError(DestinationError):
+    """The request can never succeed as configured; the task should fail now."""
+
+
+class DurableError(AsyncSinkError):
+    """The durable call log cannot be read or written."""
+
+
+class FencedError(DurableError):
+    """Another attempt of the same scope took it over; this attempt must stop sending."""
+
+    def __init__(self, scope: object, epoch: int, current: int | None = None) -> None:
+        self.scope = scope
+        self.epoch = epoch
+        self.current = current
+        now = f", the store holds epoch {current}" if current is not None else ""
+        super().__init__(f"scope {scope} was taken over: this attempt holds epoch {epoch}{now}")
+
+
+class CorruptRecordError(DurableError):
+    """A stored call record cannot be decoded."""
+
+    def __init__(self, scope: object, key: str, reason: str) -> None:
+        self.scope = scope
+        self.key = key
+        self.reason = reason
+        super().__init__(f"scope {scope}: record {key!r} cannot be decoded: {reason}")

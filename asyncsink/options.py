@@ -1,0 +1,315 @@
+"""Options: frozen dataclasses built from Python keywords or from Spark's string options.
+
+Every option group (the writer's ``SinkOptions``, each shim's options, the durable
+options) is a frozen, keyword-only dataclass whose fields are declared with ``option()``.
+One parser, ``parse_options``, turns Spark's case-insensitive string options into such
+dataclasses (``"500"``, ``"5mb"``, ``"2s"``, ``"true"``) and rejects unknown keys; one
+validator checks every value when the dataclass is built, whichever way it was built.
+The Spark name of a field is its camelCase form: ``max_batch_size`` -> ``maxBatchSize``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+from .errors import OptionError
+
+__all__ = [
+    "OptionSpec",
+    "Options",
+    "SinkOptions",
+    "option",
+    "option_specs",
+    "parse_options",
+    "raise_unknown",
+    "spark_name",
+]
+
+_MISSING: Any = dataclasses.MISSING
+_SIZE_UNITS = {"": 1, "b": 1, "kb": 1024, "k": 1024, "mb": 1024**2, "m": 1024**2, "gb": 1024**3}
+_TIME_UNITS = {"ms": 1, "": 1, "s": 1000, "sec": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}
+_NUMBER_WITH_UNIT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$")
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+O = TypeVar("O", bound="Options")
+
+
+@dataclass(frozen=True, slots=True)
+class OptionSpec:
+    """What the parser, the validator and the docs know about one option."""
+
+    name: str  # the dataclass field
+    spark_name: str
+    doc: str
+    default: Any
+    kind: str  # "int", "size", "duration", "float", "bool", "str", "choice", "object"
+    choices: tuple[str, ...] = ()
+    minimum: float | None = None
+    secret: bool = False
+
+
+def option(
+    default: Any = _MISSING,
+    *,
+    doc: str,
+    kind: str | None = None,
+    minimum: float | None = None,
+    secret: bool = False,
+    default_factory: Callable[[], Any] | None = None,
+) -> Any:
+    """Declare an option field: its documentation, how its string form parses, its bound.
+
+    ``kind`` defaults from the annotation; ``"size"`` accepts ``"5mb"``, ``"duration"``
+    accepts ``"2s"`` (the value is kept in milliseconds).
+    """
+    metadata = {"doc": doc, "kind": kind, "minimum": minimum, "secret": secret}
+    if default_factory is not None:
+        return field(default_factory=default_factory, metadata=metadata, repr=not secret)
+    return field(default=default, metadata=metadata, repr=not secret)
+
+
+def spark_name(field_name: str) -> str:
+    """``max_batch_size`` -> ``maxBatchSize``."""
+    head, *rest = field_name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+class Options:
+    """Base of every option group: validation on construction, secrets masked in ``repr``."""
+
+    def __post_init__(self) -> None:
+        for spec in option_specs(type(self)):
+            _validate(spec, getattr(self, spec.name))
+
+    def __repr__(self) -> str:
+        parts = []
+        for spec in option_specs(type(self)):
+            value = getattr(self, spec.name)
+            shown = "'***'" if spec.secret and value else repr(value)
+            parts.append(f"{spec.name}={shown}")
+        return f"{type(self).__name__}({', '.join(parts)})"
+
+    @classmethod
+    def from_options(cls: type[O], raw: Mapping[str, Any]) -> O:
+        """Build from Spark-style options; every key must belong to this group."""
+        parsed, unknown = parse_options(cls, raw)
+        if unknown:
+            raise_unknown(unknown, [cls])
+        return parsed
+
+
+_SPEC_CACHE: dict[type, tuple[OptionSpec, ...]] = {}
+
+
+def option_specs(cls: type) -> tuple[OptionSpec, ...]:
+    """The options of a group, in declaration order."""
+    cached = _SPEC_CACHE.get(cls)
+    if cached is not None:
+        return cached
+    hints = typing.get_type_hints(cls)
+    specs = []
+    for f in dataclasses.fields(cls):
+        meta = f.metadata
+        if "doc" not in meta:
+            continue
+        hint = hints[f.name]
+        choices = _literal_choices(hint)
+        kind = meta["kind"] or _kind_of(hint, choices)
+        default = f.default if f.default is not _MISSING else None
+        if f.default_factory is not _MISSING:
+            default = f.default_factory()
+        specs.append(
+            OptionSpec(
+                name=f.name,
+                spark_name=spark_name(f.name),
+                doc=meta["doc"],
+                default=default,
+                kind=kind,
+                choices=choices,
+                minimum=meta["minimum"],
+                secret=meta["secret"],
+            )
+        )
+    _SPEC_CACHE[cls] = result = tuple(specs)
+    return result
+
+
+def parse_options(cls: type[O], raw: Mapping[str, Any]) -> tuple[O, dict[str, Any]]:
+    """Build ``cls`` from the keys of ``raw`` it knows (case-insensitive Spark names or
+    field names); return it with the keys it did not know, for the next group to claim."""
+    by_key: dict[str, OptionSpec] = {}
+    for spec in option_specs(cls):
+        by_key[spec.spark_name.lower()] = spec
+        by_key[spec.name.lower()] = spec
+    values: dict[str, Any] = {}
+    unknown: dict[str, Any] = {}
+    for key, value in raw.items():
+        spec = by_key.get(key.lower())
+        if spec is None:
+            unknown[key] = value
+        else:
+            values[spec.name] = _from_string(spec, value) if isinstance(value, str) else value
+    return cls(**values), unknown
+
+
+def raise_unknown(unknown: Mapping[str, Any], groups: Iterable[type]) -> typing.NoReturn:
+    known = sorted(spec.spark_name for group in groups for spec in option_specs(group))
+    raise OptionError.unknown(sorted(unknown)[0], known)
+
+
+def _literal_choices(hint: Any) -> tuple[str, ...]:
+    for arg in _union_args(hint):
+        if typing.get_origin(arg) is Literal:
+            return tuple(str(choice) for choice in typing.get_args(arg))
+    return ()
+
+
+def _union_args(hint: Any) -> tuple[Any, ...]:
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return typing.get_args(hint)
+    return (hint,)
+
+
+def _kind_of(hint: Any, choices: tuple[str, ...]) -> str:
+    if choices:
+        return "choice"
+    args = [a for a in _union_args(hint) if a is not type(None)]
+    for kind, typ in (("bool", bool), ("int", int), ("float", float), ("str", str)):
+        if args == [typ]:
+            return kind
+    return "object"
+
+
+def _from_string(spec: OptionSpec, text: str) -> Any:
+    value = text.strip()
+    kind = spec.kind
+    if kind == "bool":
+        if value.lower() in _TRUE:
+            return True
+        if value.lower() in _FALSE:
+            return False
+        raise OptionError(spec.spark_name, text, "true or false")
+    if kind in ("int", "size", "duration"):
+        units = {"int": {"": 1}, "size": _SIZE_UNITS, "duration": _TIME_UNITS}[kind]
+        match = _NUMBER_WITH_UNIT.match(value.lower())
+        if not match or match.group(2) not in units:
+            hint = {"int": "an integer", "size": "a size like 500, 64kb or 5mb"}
+            raise OptionError(spec.spark_name, text, hint.get(kind, "a duration like 500ms or 5s"))
+        number = float(match.group(1)) * units[match.group(2)]
+        if kind == "int" and not number.is_integer():
+            raise OptionError(spec.spark_name, text, "an integer")
+        return int(number)
+    if kind == "float":
+        try:
+            return float(value)
+        except ValueError:
+            raise OptionError(spec.spark_name, text, "a number") from None
+    if kind == "choice" and value.lower() in spec.choices:
+        return value.lower()
+    return text
+
+
+def _validate(spec: OptionSpec, value: Any) -> None:
+    shown = "<hidden>" if spec.secret else value
+    if spec.kind in ("int", "size", "duration"):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise OptionError(spec.spark_name, shown, "an integer")
+    elif spec.kind == "float":
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            raise OptionError(spec.spark_name, shown, "a number")
+    elif spec.kind == "bool":
+        if not isinstance(value, bool):
+            raise OptionError(spec.spark_name, shown, "true or false")
+    elif spec.kind == "choice":
+        if value not in spec.choices:
+            raise OptionError(spec.spark_name, shown, "one of " + ", ".join(spec.choices))
+    if spec.minimum is not None and value is not None and value < spec.minimum:
+        raise OptionError(spec.spark_name, shown, f"a value >= {spec.minimum:g}")
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class SinkOptions(Options):
+    """Buffering hints, limits and retry policy of an ``AsyncSinkWriter``.
+
+    Built from Python keywords (``SinkOptions(max_batch_size=100)``) or from Spark's string
+    options (``SinkOptions.from_options({"maxBatchSize": "100"})``). Invalid values raise
+    ``OptionError`` naming the option, the value and what is allowed.
+    """
+
+    max_batch_size: int = option(500, minimum=1, doc="Entries per request.")
+    max_batch_size_in_bytes: int = option(
+        5 * 1024 * 1024, kind="size", minimum=1, doc="Bytes per request (sum of entry sizes)."
+    )
+    max_record_size_in_bytes: int = option(
+        1024 * 1024,
+        kind="size",
+        minimum=1,
+        doc="An entry larger than this is a bad record (failed or dead-lettered).",
+    )
+    max_buffered_requests: int = option(
+        10_000, minimum=1, doc="Buffered entries before `write` waits for room (backpressure)."
+    )
+    max_time_in_buffer_ms: int = option(
+        5000,
+        kind="duration",
+        minimum=0,
+        doc="The oldest buffered entry is sent at most this long after it was written.",
+    )
+    max_in_flight_requests: int = option(16, minimum=1, doc="Concurrent requests per writer.")
+    request_timeout_ms: int = option(
+        60_000,
+        kind="duration",
+        minimum=1,
+        doc="A request without a response by then is failed and retried.",
+    )
+    fail_on_timeout: bool = option(
+        False, doc="Fail the task on a request timeout instead of retrying the request."
+    )
+    max_retries: int = option(
+        10, minimum=0, doc="Attempts after the first before an entry fails the barrier."
+    )
+    initial_backoff_ms: int = option(
+        100, kind="duration", minimum=0, doc="Backoff before the first retry (doubles each time)."
+    )
+    max_backoff_ms: int = option(
+        10_000,
+        kind="duration",
+        minimum=0,
+        doc="Longest backoff; also caps a destination's Retry-After hint.",
+    )
+    rate_limiting: bool = option(
+        True,
+        doc="Adapt in-flight entries (AIMD): grow on success, halve on throttling or failures.",
+    )
+    dead_letter: str | Callable[..., Any] | None = option(
+        None,
+        kind="object",
+        doc="Where bad records go instead of failing the task: a JSON-lines file path, or "
+        "(from Python) a callable taking a DeadLetter.",
+    )
+
+    def __post_init__(self) -> None:
+        Options.__post_init__(self)
+        if self.max_record_size_in_bytes > self.max_batch_size_in_bytes:
+            raise OptionError(
+                "maxRecordSizeInBytes",
+                self.max_record_size_in_bytes,
+                f"at most maxBatchSizeInBytes ({self.max_batch_size_in_bytes})",
+            )
+        if self.initial_backoff_ms > self.max_backoff_ms:
+            raise OptionError(
+                "initialBackoffMs",
+                self.initial_backoff_ms,
+                f"at most maxBackoffMs ({self.max_backoff_ms})",
+            )
+        if not (self.dead_letter is None or isinstance(self.dead_letter, str)) and not callable(
+            self.dead_letter
+        ):
+            raise OptionError("deadLetter", self.dead_letter, "a file path or a callable")

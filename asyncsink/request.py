@@ -1,0 +1,112 @@
+"""What a destination shim sees of one request, and what it tells back.
+
+While ``submit_request_entries`` runs, ``current_call()`` describes the request: its call
+id, its stable idempotency key and the sequence number of each entry. A re-send of the
+same call (after a timeout, a connection error, a 5xx, or on recovery of a PENDING call)
+carries the same ``CallInfo``, so the destination can drop the duplicate.
+
+A shim answers with the entries to retry (a subsequence of the request, in order), or
+``None`` when all were accepted, or a ``SubmitResult`` when it knows more: which entries
+to retry by index, which were rejected as bad records, whether the destination throttled.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["CallInfo", "SubmitResult", "current_call", "idempotency_key"]
+
+_NAMESPACE = uuid.UUID("6f1c7f2e-3b1a-5d6e-9a43-0c2f5b8e7d10")
+
+
+def idempotency_key(scope: str, call_id: int) -> str:
+    """A stable, opaque key for call ``call_id`` of ``scope`` (a name-based UUID)."""
+    return str(uuid.uuid5(_NAMESPACE, f"{scope}#{call_id}"))
+
+
+@dataclass(frozen=True, slots=True)
+class CallInfo:
+    """One request: identical on every re-send of the same call.
+
+    ``scope`` is the durable scope's name (``sink/batch/partition``) or, without durable
+    records, a name unique to the writer instance. ``seqs[i]`` is the sequence number of
+    the request's ``i``-th entry, in write order within the scope.
+    """
+
+    call_id: int
+    idempotency_key: str
+    scope: str
+    seqs: tuple[int, ...]
+
+
+_current: contextvars.ContextVar[CallInfo] = contextvars.ContextVar("asyncsink_call")
+
+
+def current_call() -> CallInfo:
+    """The request being submitted, inside ``submit_request_entries``.
+
+    Raises:
+        LookupError: called outside a request.
+    """
+    return _current.get()
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitResult:
+    """A shim's detailed answer to a request.
+
+    ``retry``: indices of entries that failed and should be sent again.
+    ``rejected``: index -> reason, for entries the destination refused as malformed (bad
+    records: dead-lettered or failing the task; never retried).
+    ``throttled``: the failures were the destination pushing back (shrinks the window).
+    ``retry_after``: the destination's hint, in seconds, before retrying.
+    """
+
+    retry: Sequence[int] = ()
+    rejected: Mapping[int, str] = field(default_factory=dict)
+    throttled: bool = False
+    retry_after: float | None = None
+    detail: Any = None
+
+
+def as_result(answer: object, entries: Sequence[object]) -> SubmitResult:
+    """Normalise a shim's answer (``None``, a list of failed entries, a ``SubmitResult``).
+
+    Failed entries are matched to the request by identity, in order, so equal entries at
+    different positions are told apart.
+
+    Raises:
+        TypeError: the answer is not one of the three forms, or names entries that were not
+            in the request (or not in the request's order).
+    """
+    if answer is None:
+        return _ALL_OK
+    if isinstance(answer, SubmitResult):
+        return answer
+    if isinstance(answer, Sequence) and not isinstance(answer, str | bytes):
+        if not answer:
+            return _ALL_OK
+        retry = []
+        position = 0
+        for failed in answer:
+            while position < len(entries) and entries[position] is not failed:
+                position += 1
+            if position == len(entries):
+                raise TypeError(
+                    "submit_request_entries returned an entry that is not in the request "
+                    "(return failed entries as the same objects, in request order)"
+                )
+            retry.append(position)
+            position += 1
+        return SubmitResult(retry=retry)
+    raise TypeError(
+        "submit_request_entries must return None, a sequence of failed entries or a "
+        f"SubmitResult, not {type(answer).__name__}"
+    )
+
+
+_ALL_OK = SubmitResult()

@@ -1,0 +1,115 @@
+"""Statistics: frozen snapshots shared by the writer, the Spark runner and the driver summary.
+
+A snapshot is cheap to take, safe to pickle (it travels in Spark commit messages) and can
+be added to another (``a + b``) to sum partitions into a batch. Request latencies are
+kept in a fixed log-scaled histogram so that percentiles survive the sum.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+from dataclasses import dataclass, field
+
+__all__ = ["LatencyHistogram", "WriterStatistics"]
+
+# Bucket upper bounds in milliseconds: 0.25 ms .. ~8.4 min, each 25% above the last.
+_BOUNDS: tuple[float, ...] = tuple(0.25 * 1.25**i for i in range(76))
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyHistogram:
+    """Counts of request latencies in log-scaled buckets (bucket ``i`` ends at ``_BOUNDS[i]``)."""
+
+    counts: tuple[int, ...] = ()
+
+    @staticmethod
+    def bucket(latency_ms: float) -> int:
+        return min(bisect.bisect_left(_BOUNDS, latency_ms), len(_BOUNDS) - 1)
+
+    @classmethod
+    def of(cls, counts: list[int]) -> LatencyHistogram:
+        return cls(tuple(counts))
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts)
+
+    def percentile(self, p: float) -> float | None:
+        """The upper bound (ms) of the bucket holding the ``p``-th percentile, or ``None``."""
+        total = self.total
+        if not total:
+            return None
+        rank = p / 100 * total
+        seen = 0
+        for index, count in enumerate(self.counts):
+            seen += count
+            if count and seen >= rank:
+                return round(_BOUNDS[index], 3)
+        return round(_BOUNDS[len(self.counts) - 1], 3)
+
+    def __add__(self, other: LatencyHistogram) -> LatencyHistogram:
+        size = max(len(self.counts), len(other.counts))
+        a = self.counts + (0,) * (size - len(self.counts))
+        b = other.counts + (0,) * (size - len(other.counts))
+        return LatencyHistogram(tuple(x + y for x, y in zip(a, b, strict=True)))
+
+
+def new_latency_counts() -> list[int]:
+    """A mutable histogram for a writer to fill; freeze it with ``LatencyHistogram.of``."""
+    return [0] * len(_BOUNDS)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WriterStatistics:
+    """What a writer (or a sum of writers) did. Counts are of entries unless named requests.
+
+    ``written`` entries were accepted by ``write``; each ends ``delivered`` (acknowledged by
+    the destination), ``skipped`` (already delivered by an earlier attempt, per the call
+    log), ``dead_lettered``, ``failed`` (out of retries) or is still ``buffered`` /
+    ``in_flight``.
+    """
+
+    written: int = 0
+    delivered: int = 0
+    skipped: int = 0
+    dead_lettered: int = 0
+    failed: int = 0
+    retried: int = 0
+    buffered: int = 0
+    in_flight: int = 0
+    bytes_sent: int = 0
+    requests: int = 0
+    requests_failed: int = 0
+    throttled: int = 0
+    timeouts: int = 0
+    late_responses: int = 0
+    resent_calls: int = 0
+    reconciled: int = 0
+    window: int = 0
+    latency: LatencyHistogram = field(default_factory=LatencyHistogram)
+
+    @property
+    def p50_ms(self) -> float | None:
+        return self.latency.percentile(50)
+
+    @property
+    def p99_ms(self) -> float | None:
+        return self.latency.percentile(99)
+
+    def __add__(self, other: WriterStatistics) -> WriterStatistics:
+        values = {}
+        for f in dataclasses.fields(self):
+            values[f.name] = getattr(self, f.name) + getattr(other, f.name)
+        return WriterStatistics(**values)
+
+    def summary(self) -> str:
+        """One line for logs: the counts a user checks first."""
+        p50, p99 = self.p50_ms, self.p99_ms
+        latency = f", p50 {p50:g} ms, p99 {p99:g} ms" if p50 is not None and p99 is not None else ""
+        return (
+            f"{self.written} written, {self.delivered} delivered, {self.skipped} skipped, "
+            f"{self.dead_lettered} dead-lettered, {self.failed} failed, {self.retried} retried, "
+            f"{self.requests} requests ({self.requests_failed} failed, {self.throttled} "
+            f"throttled, {self.timeouts} timed out), {self.bytes_sent} bytes{latency}"
+        )

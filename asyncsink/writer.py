@@ -1,0 +1,648 @@
+"""``AsyncSinkWriter``: the generic async writer every destination subclasses.
+
+A subclass says how to turn an input element into a request entry (``convert``), how big
+an entry is (``entry_size``) and how to send a batch (``submit_request_entries``).
+The writer does the rest: it buffers entries, cuts batches by count, bytes and time,
+keeps at most ``max_in_flight_requests`` requests (and an AIMD window of entries) in
+flight, re-sends failed entries with backoff and only those, and ``flush()`` is the
+barrier: it returns once every accepted entry is acknowledged, or raises.
+
+Lifecycle: a writer is used inside ``async with``; entering opens it (and its durable
+call log, if one was given), leaving flushes and closes it. Leaving on an exception
+cancels what is in flight instead, and the call log keeps the calls for a retry.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterable, Collection, Iterable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+import orjson
+
+from .buffer import Item, RequestBuffer
+from .dead_letter import DeadLetter, dead_letter_target
+from .errors import (
+    AsyncSinkError,
+    BadRecordError,
+    DeliveryError,
+    FatalError,
+    FencedError,
+    WriterStateError,
+)
+from .options import SinkOptions
+from .rate_limit import AIMDWindow
+from .request import CallInfo, SubmitResult, _current, as_result, idempotency_key
+from .retry import ErrorKind, RetryPolicy, default_classification
+from .stats import LatencyHistogram, WriterStatistics, new_latency_counts
+
+if TYPE_CHECKING:
+    from .durable.call_log import CallLog
+
+__all__ = ["AsyncSinkWriter", "WriterSnapshot"]
+
+log = logging.getLogger("asyncsink")
+
+InputT = TypeVar("InputT")
+EntryT = TypeVar("EntryT")
+
+
+class _State(enum.Enum):
+    NEW = "new"
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+@dataclass(frozen=True, slots=True)
+class WriterSnapshot(Generic[EntryT]):
+    """Every entry a writer has accepted but not yet seen acknowledged, with its sequence
+    number, in order: in-flight entries first (they count as unsent), then the buffer."""
+
+    entries: tuple[tuple[int, EntryT], ...]
+    next_seq: int
+
+
+class _Call(Generic[EntryT]):
+    __slots__ = ("info", "items", "settled", "started")
+
+    def __init__(self, info: CallInfo, items: list[Item[EntryT]], started: float) -> None:
+        self.info = info
+        self.items = items
+        self.started = started
+        self.settled = False
+
+
+class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
+    """Buffers, batches and delivers entries to a destination; subclass it per destination.
+
+    Subclasses implement ``convert``, ``entry_size`` and ``submit_request_entries``, and
+    may override ``classify_error``, ``serialize_entry`` and ``reconcile``. A subclass that
+    takes its own constructor arguments passes ``**kwargs`` on to this one.
+
+    Args:
+        options: buffering hints, limits and retry policy (``SinkOptions()`` if omitted).
+        call_log: durable call records for this writer's scope; without one, nothing is
+            remembered across attempts (idempotency keys are then unique per writer).
+    """
+
+    def __init__(
+        self, *, options: SinkOptions | None = None, call_log: CallLog | None = None
+    ) -> None:
+        self.options = options = options or SinkOptions()
+        self._log = call_log
+        self._state = _State.NEW
+        self._buffer: RequestBuffer[EntryT] = RequestBuffer()
+        self._calls: dict[int, _Call[EntryT]] = {}
+        self._in_flight_entries = 0
+        self._window = AIMDWindow(
+            ceiling=options.max_batch_size * options.max_in_flight_requests,
+            increase=max(1, options.max_batch_size // 10),
+            enabled=options.rate_limiting,
+        )
+        self._retry = RetryPolicy(options.initial_backoff_ms, options.max_backoff_ms)
+        self._timeout = options.request_timeout_ms / 1000
+        self._max_time_in_buffer = options.max_time_in_buffer_ms / 1000
+        self._dead_letter = dead_letter_target(options.dead_letter)
+        self._scope = f"writer-{uuid.uuid4()}"
+        self._next_seq = 0
+        self._next_call = 0
+        self._flushing = 0
+        self._fatal: BaseException | None = None
+        self._exhausted: list[Item[EntryT]] = []
+        self._last_error: BaseException | None = None
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._timer_scope: anyio.CancelScope | None = None
+        self._progress = anyio.Event()
+        self._wake = anyio.Event()
+        self._skip_all = False
+        self._counts = dict.fromkeys(
+            ("written", "delivered", "dead_lettered", "retried", "bytes_sent", "requests",
+             "requests_failed", "throttled", "timeouts", "late_responses"), 0
+        )  # fmt: skip
+        self._latency = new_latency_counts()
+
+    # ------------------------------------------------------------------ the contract
+
+    @abc.abstractmethod
+    def convert(self, element: InputT) -> EntryT:
+        """Turn an input element (a Spark ``Row``, a dict...) into a request entry.
+
+        An exception makes the element a bad record (position and reason reported).
+        """
+
+    @abc.abstractmethod
+    def entry_size(self, entry: EntryT) -> int:
+        """The entry's size in bytes, as the destination counts it for its limits."""
+
+    @abc.abstractmethod
+    async def submit_request_entries(
+        self, entries: list[EntryT]
+    ) -> Sequence[EntryT] | SubmitResult | None:
+        """Send one request carrying ``entries``; return the entries to retry.
+
+        Return ``None`` (or an empty list) when all were accepted, the failed entries (the
+        same objects, in request order) for a partial failure, or a ``SubmitResult``.
+        Raise to fail the whole request: ``RetryableError``/``ThrottledError`` to have it
+        re-sent as the same call, ``FatalError`` to fail the writer. ``current_call()``
+        gives the request's idempotency key and entry sequence numbers.
+        """
+
+    def classify_error(self, exc: BaseException) -> ErrorKind:
+        """Sort a whole-request failure into retryable, throttled or fatal."""
+        return default_classification(exc)
+
+    def serialize_entry(self, entry: EntryT) -> bytes:
+        """The entry's bytes, for content digests in the call log and dead letters."""
+        if isinstance(entry, bytes):
+            return entry
+        if isinstance(entry, str):
+            return entry.encode()
+        try:
+            return orjson.dumps(entry, option=orjson.OPT_SORT_KEYS)
+        except TypeError:
+            return repr(entry).encode()
+
+    async def reconcile(self, call: CallInfo) -> Collection[int] | None:
+        """For a call left PENDING by an earlier attempt: the sequence numbers among
+        ``call.seqs`` that the destination holds, or ``None`` if it cannot tell (the call
+        is then re-sent as it was, with the same idempotency key). Raising marks the call
+        FAILED and its entries are sent again in new calls."""
+        return None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def __aenter__(self) -> Self:
+        if self._state is not _State.NEW:
+            raise WriterStateError(f"writer is {self._state.value}; it can be opened once")
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._tg = tg
+        self._state = _State.OPEN
+        try:
+            if self._log is not None:
+                await self._log.open(self.serialize_entry, self.reconcile)
+                self._scope = self._log.scope_name
+                self._skip_all = self._log.completed
+                self._next_call = self._log.next_call_id
+                self._take_from_log()
+            tg.start_soon(self._timer_loop)
+        except BaseException as exc:
+            await self._shutdown(exc)
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is None:
+            try:
+                await self._flush(final=True)
+                if self._log is not None:
+                    await self._log.complete()
+            except BaseException as error:
+                await self._shutdown(error)
+                raise
+        await self._shutdown(exc)
+
+    async def _shutdown(self, exc: BaseException | None) -> None:
+        self._state = _State.CLOSED
+        tg, self._tg = self._tg, None
+        if tg is None:
+            return
+        tg.cancel_scope.cancel()
+        self._signal()
+        await tg.__aexit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None)
+
+    # ------------------------------------------------------------------ writing
+
+    async def write(self, element: InputT) -> None:
+        """Accept one element; wait while the buffer is full (backpressure).
+
+        Raises:
+            BadRecordError: the element cannot be converted or is too large, and no
+                dead-letter target is set. The element is not accepted.
+            FatalError, FencedError: an earlier request failed fatally; the writer is done.
+            WriterStateError: the writer is not open.
+        """
+        if self._state is not _State.OPEN or self._fatal is not None:
+            self._check_usable()
+        buffer = self._buffer
+        while buffer.count >= self.options.max_buffered_requests:
+            await self._wait_for_progress()
+        seq = self._next_seq
+        self._next_seq = seq + 1
+        if self._skip_all:
+            self._counts["written"] += 1
+            self._log.skipped += 1  # type: ignore[union-attr]
+            return
+        try:
+            entry = self.convert(element)
+        except Exception as exc:
+            self._bad_record(seq, f"conversion failed: {type(exc).__name__}: {exc}", element)
+            self._counts["written"] += 1  # accepted into the dead-letter target
+            return
+        size = self.entry_size(entry)
+        if size > self.options.max_record_size_in_bytes:
+            self._bad_record(
+                seq,
+                f"entry of {size} bytes exceeds maxRecordSizeInBytes "
+                f"({self.options.max_record_size_in_bytes})",
+                entry,
+            )
+            self._counts["written"] += 1  # accepted into the dead-letter target
+            return
+        self._counts["written"] += 1
+        now = time.monotonic()
+        if self._log is not None and self._log.recovering:
+            if self._log.admit(seq, entry, size, now):
+                self._take_from_log()
+                if self._log.needs_sync:
+                    await self._log.sync()  # a trimmed log is persisted at once
+                return
+        if not buffer.fresh_count:
+            self._wake_timer()
+        buffer.append(Item(seq, entry, size, now))
+        if (
+            buffer.fresh_count >= min(self.options.max_batch_size, self._window.size)
+            or buffer.fresh_bytes >= self.options.max_batch_size_in_bytes
+        ) and self._pump():
+            await anyio.lowlevel.checkpoint()
+
+    async def write_all(self, elements: Iterable[InputT] | AsyncIterable[InputT]) -> None:
+        """``write`` each element in turn."""
+        if isinstance(elements, AsyncIterable):
+            async for element in elements:
+                await self.write(element)
+        else:
+            for element in elements:
+                await self.write(element)
+
+    async def flush(self) -> None:
+        """The barrier: return once every accepted entry is acknowledged.
+
+        Raises:
+            DeliveryError: entries ran out of retries (counts and a sample cause).
+            BadRecordError: the destination rejected an entry and no dead-letter is set.
+            FatalError, FencedError: a request failed fatally.
+        """
+        await self._flush(final=False)
+
+    async def _flush(self, *, final: bool) -> None:
+        self._check_usable()
+        if final and self._log is not None:
+            self._log.finish_input()
+            self._take_from_log()
+        self._flushing += 1
+        try:
+            self._pump()
+            while self._buffer or self._calls:
+                await self._wait_for_progress()
+        finally:
+            self._flushing -= 1
+        if self._exhausted:
+            raise DeliveryError(
+                len(self._exhausted), self._counts["delivered"], self._last_error
+            ) from self._last_error
+        if self._log is not None:
+            await self._log.sync()
+
+    def _check_usable(self) -> None:
+        if self._fatal is not None:
+            raise self._fatal
+        if self._state is not _State.OPEN:
+            raise WriterStateError(
+                f"writer is {self._state.value}: use it inside 'async with' before closing"
+            )
+
+    async def _wait_for_progress(self) -> None:
+        await self._progress.wait()
+        if self._fatal is not None:
+            raise self._fatal
+
+    def _signal(self) -> None:
+        self._progress.set()
+        self._progress = anyio.Event()
+
+    def _wake_timer(self) -> None:
+        self._wake.set()
+
+    # ------------------------------------------------------------------ bad records
+
+    def _bad_record(self, seq: int, reason: str, content: Any) -> None:
+        error = BadRecordError(seq, reason)
+        if self._dead_letter is None:
+            raise error
+        if isinstance(content, bytes | str):
+            record = content if isinstance(content, bytes) else content.encode()
+        else:
+            try:
+                record = self.serialize_entry(content)
+            except Exception:
+                record = repr(content).encode()
+        self._dead_letter(DeadLetter(seq, reason, record, self._scope))
+        self._counts["dead_lettered"] += 1
+
+    # ------------------------------------------------------------------ dispatching
+
+    def _capacity(self) -> int:
+        """How many entries the next request may carry now (0: no request may start)."""
+        if len(self._calls) >= self.options.max_in_flight_requests:
+            return 0
+        room = self._window.size - self._in_flight_entries
+        return min(self.options.max_batch_size, room) if room > 0 else 0
+
+    def _pump(self) -> bool:
+        """Start as many requests as the limits allow and the buffer warrants."""
+        if self._state is not _State.OPEN or self._fatal is not None or self._tg is None:
+            return False
+        started = False
+        buffer = self._buffer
+        while buffer:
+            limit = self._capacity()
+            if limit == 0:
+                break
+            now = time.monotonic()
+            oldest = buffer.oldest_fresh()
+            send_fresh = oldest is not None and (
+                self._flushing > 0
+                or buffer.fresh_count >= limit
+                or buffer.fresh_bytes >= self.options.max_batch_size_in_bytes
+                or buffer.count >= self.options.max_buffered_requests
+                or oldest + self._max_time_in_buffer <= now
+            )
+            if not send_fresh and not buffer.has_ready_retry(now):
+                break
+            items, pinned = buffer.take(
+                limit, self.options.max_batch_size_in_bytes, now, include_fresh=send_fresh
+            )
+            if not items:
+                break
+            info = pinned if pinned is not None else self._new_call(items)
+            call = _Call(info, items, now)
+            self._calls[info.call_id] = call
+            self._in_flight_entries += len(items)
+            self._tg.start_soon(self._send, call)
+            started = True
+        if started:
+            self._signal()
+        return started
+
+    def _new_call(self, items: list[Item[EntryT]]) -> CallInfo:
+        if self._log is not None:
+            return self._log.new_call(items)
+        call_id = self._next_call
+        self._next_call += 1
+        seqs = tuple(item.seq for item in items)
+        return CallInfo(call_id, idempotency_key(self._scope, call_id), self._scope, seqs)
+
+    async def _timer_loop(self) -> None:
+        while True:
+            self._wake = anyio.Event()
+            deadline = self._next_deadline()
+            if deadline is None:
+                await self._wake.wait()
+            else:
+                with anyio.move_on_after(max(0.0, deadline - time.monotonic())):
+                    await self._wake.wait()
+            self._pump()
+
+    def _next_deadline(self) -> float | None:
+        if self._capacity() == 0:
+            return None  # a completing request pumps and wakes us
+        oldest = self._buffer.oldest_fresh()
+        due = oldest + self._max_time_in_buffer if oldest is not None else None
+        retry = self._buffer.next_retry()
+        candidates = [t for t in (due, retry) if t is not None]
+        return min(candidates) if candidates else None
+
+    # ------------------------------------------------------------------ requests
+
+    async def _send(self, call: _Call[EntryT]) -> None:
+        token = _current.set(call.info)
+        result: SubmitResult | None = None
+        error: BaseException | None = None
+        timed_out = False
+        try:
+            if self._log is not None:
+                await self._log.sync()  # PENDING is durable before the request leaves
+            entries = [item.entry for item in call.items]
+            deadline = time.monotonic() + self._timeout
+            with anyio.move_on_after(self._timeout) as scope:
+                answer = await self.submit_request_entries(entries)
+                result = as_result(answer, entries)
+            timed_out = scope.cancelled_caught or time.monotonic() > deadline
+        except FencedError as exc:
+            self._fail(exc)
+            return
+        except Exception as exc:
+            error = exc
+        finally:
+            _current.reset(token)
+        self._settle(call, result, error, timed_out)
+
+    def _settle(
+        self,
+        call: _Call[EntryT],
+        result: SubmitResult | None,
+        error: BaseException | None,
+        timed_out: bool,
+    ) -> None:
+        if call.settled:
+            self._counts["late_responses"] += 1
+            return
+        call.settled = True
+        del self._calls[call.info.call_id]
+        self._in_flight_entries -= len(call.items)
+        now = time.monotonic()
+        self._counts["requests"] += 1
+        self._latency[LatencyHistogram.bucket((now - call.started) * 1000)] += 1
+        if timed_out and result is not None:
+            self._counts["late_responses"] += 1
+        if timed_out or error is not None:
+            self._on_request_failed(call, error, timed_out, now)
+        else:
+            assert result is not None
+            self._on_response(call, result, now)
+        self._pump()
+        self._wake_timer()
+        self._signal()
+
+    def _on_request_failed(
+        self, call: _Call[EntryT], error: BaseException | None, timed_out: bool, now: float
+    ) -> None:
+        self._counts["requests_failed"] += 1
+        if timed_out:
+            self._counts["timeouts"] += 1
+            error = TimeoutError(
+                f"request {call.info.call_id} got no response within "
+                f"requestTimeoutMs ({self.options.request_timeout_ms})"
+            )
+            kind = ErrorKind.FATAL if self.options.fail_on_timeout else ErrorKind.RETRYABLE
+        else:
+            assert error is not None
+            kind = self.classify_error(error)
+        if kind is ErrorKind.FATAL:
+            self._fail(error, call)
+            return
+        if kind is ErrorKind.THROTTLED:
+            self._counts["throttled"] += 1
+            self._window.on_congestion(call.started, now)
+        retry_after = getattr(error, "retry_after", None)
+        kept = self._requeue(call.items, error, retry_after, now, pinned=call.info)
+        if not kept and self._log is not None:
+            self._log.record_failure(call.info, error)
+
+    def _on_response(self, call: _Call[EntryT], result: SubmitResult, now: float) -> None:
+        items = call.items
+        retry = set(result.retry)
+        rejected = result.rejected
+        acked: list[int] = []
+        sent_bytes = 0
+        for index, item in enumerate(items):
+            sent_bytes += item.size
+            if index not in retry and index not in rejected:
+                acked.append(item.seq)
+        self._counts["delivered"] += len(acked)
+        self._counts["bytes_sent"] += sent_bytes
+        rejected_seqs = {items[index].seq: reason for index, reason in rejected.items()}
+        if self._log is not None:
+            self._log.record_result(call.info, acked, rejected_seqs, result.detail)
+        for index, reason in rejected.items():
+            try:
+                self._bad_record(items[index].seq, f"rejected by the destination: {reason}",
+                                 items[index].entry)  # fmt: skip
+            except BadRecordError as exc:
+                self._fail(exc, call)
+                return
+        if retry:
+            if result.throttled:
+                self._counts["throttled"] += 1
+            self._window.on_congestion(call.started, now)
+            failed = [items[index] for index in sorted(retry)]
+            cause = AsyncSinkError(
+                f"request {call.info.call_id}: {len(failed)} of {len(items)} entries failed"
+            )
+            self._requeue(failed, cause, result.retry_after, now, pinned=None)
+        else:
+            self._window.on_success()
+
+    def _requeue(
+        self,
+        items: list[Item[EntryT]],
+        error: BaseException | None,
+        retry_after: float | None,
+        now: float,
+        *,
+        pinned: CallInfo | None,
+    ) -> bool:
+        """Put failed items back at the front, or give up on those out of retries.
+
+        Returns whether the items were kept for another attempt.
+        """
+        self._last_error = error
+        attempts = 0
+        kept: list[Item[EntryT]] = []
+        for item in items:
+            item.attempts += 1
+            attempts = max(attempts, item.attempts)
+            if item.attempts > self.options.max_retries:
+                self._exhausted.append(item)
+            else:
+                kept.append(item)
+        if len(kept) < len(items):
+            log.warning(
+                "%s: %d entries out of retries (maxRetries=%d): %s",
+                self._scope, len(items) - len(kept), self.options.max_retries, error,
+            )  # fmt: skip
+        if kept:
+            self._counts["retried"] += len(kept)
+            delay = self._retry.delay(attempts, retry_after)
+            self._buffer.requeue(kept, now + delay, pinned if len(kept) == len(items) else None)
+        return bool(kept)
+
+    def _fail(self, error: BaseException, call: _Call[EntryT] | None = None) -> None:
+        if self._fatal is None:
+            if isinstance(error, AsyncSinkError):
+                self._fatal = error
+            else:
+                where = f"request {call.info.call_id}" if call else "a request"
+                fatal = FatalError(f"{where} failed: {type(error).__name__}: {error}")
+                fatal.__cause__ = error
+                self._fatal = fatal
+            log.error("%s: writer failed: %s", self._scope, self._fatal)
+        self._signal()
+
+    # ------------------------------------------------------------------ durable log
+
+    def _take_from_log(self) -> None:
+        assert self._log is not None
+        now = time.monotonic()
+        released, resends = self._log.take_released()
+        for seq, entry, size in released:
+            if not self._buffer.fresh_count:
+                self._wake_timer()
+            self._buffer.append(Item(seq, entry, size, now))
+        for info, parts in resends:
+            items = [Item(seq, entry, size, now) for seq, entry, size in parts]
+            self._buffer.requeue(items, now, info)
+            self._wake_timer()
+
+    # ------------------------------------------------------------------ state
+
+    def snapshot(self) -> WriterSnapshot[EntryT]:
+        """The live state: every accepted, unacknowledged entry, read from the writer
+        itself at this moment (in-flight requests count as unsent)."""
+        entries: list[tuple[int, EntryT]] = []
+        for call in self._calls.values():
+            entries.extend((item.seq, item.entry) for item in call.items)
+        entries.extend((item.seq, item.entry) for item in self._buffer)
+        return WriterSnapshot(tuple(entries), self._next_seq)
+
+    def restore(self, snapshot: WriterSnapshot[EntryT]) -> None:
+        """Load a snapshot into this writer before anything is written to it; the entries
+        are sent like freshly written ones.
+
+        Raises:
+            WriterStateError: entries were already written to this writer.
+        """
+        if self._next_seq or self._buffer or self._calls or self._state is _State.CLOSED:
+            raise WriterStateError("restore() needs a writer nothing was written to yet")
+        now = time.monotonic()
+        for seq, entry in snapshot.entries:
+            self._buffer.append(Item(seq, entry, self.entry_size(entry), now))
+        self._counts["written"] += len(snapshot.entries)
+        self._next_seq = snapshot.next_seq
+        self._wake_timer()
+        self._pump()
+
+    def statistics(self) -> WriterStatistics:
+        """A frozen snapshot of what this writer did so far."""
+        log_stats = self._log.statistics() if self._log is not None else {}
+        return WriterStatistics(
+            **self._counts,
+            **log_stats,
+            failed=len(self._exhausted),
+            buffered=len(self._buffer),
+            in_flight=self._in_flight_entries,
+            window=self._window.size,
+            latency=LatencyHistogram.of(list(self._latency)),
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"<{type(self).__name__} {self._state.value} scope={self._scope} "
+            f"buffered={len(self._buffer)} in_flight={len(self._calls)}>"
+        )
+
