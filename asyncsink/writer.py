@@ -223,7 +223,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             return
         tg.cancel_scope.cancel()
         self._signal()
-        await tg.__aexit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None)
+        await tg.__aexit__(None, None, None)  # children never raise; ``exc`` propagates
 
     # ------------------------------------------------------------------ writing
 
@@ -240,6 +240,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             self._check_usable()
         buffer = self._buffer
         while buffer.count >= self.options.max_buffered_requests:
+            self._pump()
             await self._wait_for_progress()
         seq = self._next_seq
         self._next_seq = seq + 1

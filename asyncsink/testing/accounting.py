@@ -106,13 +106,18 @@ class Ledger:
         self.ids: list[Hashable] = []
         self.seen: set[Hashable] = set()
 
-    def apply(self, identities: list[Hashable], rejected: int) -> None:
-        """Record one applied request: the identities stored and the count rejected."""
+    def apply(
+        self, identities: list[Hashable], rejected: int, distinct: set[Hashable] | None = None
+    ) -> None:
+        """Record one applied request: the identities stored and the count rejected.
+
+        ``distinct`` may pass ``set(identities)`` when the caller already built it.
+        """
         self.applied_requests += 1
         self.entries_rejected += rejected
         self.entries_received += len(identities)
         before = len(self.seen)
-        self.seen.update(identities)
+        self.seen.update(identities if distinct is None else distinct)
         self.duplicates += len(identities) - (len(self.seen) - before)
         if self.keep_ids:
             self.ids.extend(identities)

@@ -122,6 +122,7 @@ class FaultEndpoint:
         self._auth = config.require_auth.encode() if config.require_auth is not None else None
         self._success_bodies: dict[int, bytes] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._closing = False
         self.set_faults(config.faults)
 
     def set_faults(self, faults: Faults) -> None:
@@ -138,6 +139,7 @@ class FaultEndpoint:
 
     async def close_connections(self) -> None:
         """Cancel every open connection (at shutdown) and wait for them to end."""
+        self._closing = True
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
@@ -153,13 +155,20 @@ class FaultEndpoint:
             self._tasks.add(task)
         self.ledger.connections += 1
         try:
-            await self._serve_connection(reader, writer)
-        except (ConnectionError, OSError):
-            pass
+            try:
+                await self._serve_connection(reader, writer)
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                writer.close()
+                with contextlib.suppress(ConnectionError, OSError):
+                    await writer.wait_closed()
+        except asyncio.CancelledError:
+            # asyncio's stream callback logs a cancelled connection task as an error: end
+            # quietly when the endpoint itself is closing.
+            if not self._closing:
+                raise
         finally:
-            writer.close()
-            with contextlib.suppress(ConnectionError, OSError):
-                await writer.wait_closed()
             if task is not None:
                 self._tasks.discard(task)
 
@@ -270,7 +279,7 @@ class FaultEndpoint:
                 await asyncio.sleep(delay)
             response = self._apply(entries)
         else:
-            digest = hashlib.blake2b(raw, digest_size=16).digest()
+            digest = hashlib.sha256(raw).digest()
             verdict, record = self.keys.check(key, digest)
             if verdict is Verdict.NEW:
                 self.keys.begin(key, digest)
@@ -308,17 +317,16 @@ class FaultEndpoint:
         id_field = self.config.id_field
         rate = faults.partial_failure_rate
         bad_field = faults.bad_record_field
-        identities: list[Hashable] = []
-        if not rate and bad_field is None and all(type(e) is dict for e in entries):
-            for entry in entries:
-                value = entry.get(id_field)
-                kind = type(value)
-                if kind is str or kind is int:
-                    identities.append(value)
-                else:
-                    identities.append(entry_identity(entry, id_field))
-            self.ledger.apply(identities, 0)
-            return 200, self._success_body(len(entries)), ()
+        if not rate and bad_field is None:
+            try:
+                identities: list[Hashable] = [entry[id_field] for entry in entries]
+                distinct = set(identities)
+            except (KeyError, TypeError):
+                pass  # not an object, no id field, or an unhashable id: the slow path
+            else:
+                self.ledger.apply(identities, 0, distinct)
+                return 200, self._success_body(len(entries)), ()
+        identities = []
         items: list[bytes] = []
         rejected = 0
         rng = self._rng

@@ -118,6 +118,10 @@ class HttpServer:
             _reset(transport)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
+        except asyncio.CancelledError:
+            # Only close() cancels this task, which nothing awaits; ending it normally keeps
+            # asyncio from reporting the cancellation as an error of the stream callback.
+            pass
         finally:
             self._connections.discard(task)
             transport.close()

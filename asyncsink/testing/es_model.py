@@ -1,4 +1,4 @@
-"""What the Elasticsearch test endpoint is told (:class:`EsFaults`) and what it counts (:class:`EsStats`).
+"""What the Elasticsearch test endpoint is told to do wrong, and what it counts.
 
 Both cross the process boundary as JSON, so each has ``to_json`` / ``from_json``.
 """

@@ -211,13 +211,14 @@ class FaultServer:
         context = multiprocessing.get_context("spawn")
         parent, child = context.Pipe()
         self._conn = parent
-        self._process = context.Process(
+        process = context.Process(
             target=_process_main, args=(self._config, child), name="fault-server", daemon=True
         )
         try:
-            self._process.start()
+            process.start()
         finally:
             child.close()
+        self._process = process
         if not parent.poll(self._start_timeout_s):
             raise RuntimeError(f"the fault server did not start in {self._start_timeout_s} s")
         try:

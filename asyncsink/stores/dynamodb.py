@@ -1,0 +1,631 @@
+"""The record store for clusters: one DynamoDB table that every executor can reach.
+
+Table layout (created on demand with on-demand billing, unless ``create_table=False``)::
+
+    pk (S, hash key)   str(scope), i.e. "sink_id/batch_id/partition_id"
+    sk (S, range key)  "#scope"   the scope item: epoch (N), completed (BOOL),
+                                  updated_at (N), sink_id (S), batch_id (N), partition_id (N)
+                       "r#<key>"  one record: v (B)
+
+Fencing: ``take`` increments ``epoch`` with one atomic ``UpdateItem``, so concurrent takers
+each get a distinct epoch and only the highest may write; it then reads the records with a
+consistent ``Query``. A put is a ``TransactWriteItems`` whose first action updates the
+scope item on the condition ``epoch = <caller's epoch>``, so the record writes happen only
+while that epoch is current, and a superseded writer gets ``FencedError``.
+
+Limits: one transaction holds at most 100 actions and 4 MB, one item at most 400 KB.
+A put of up to 99 records (and about 3 MB) is one transaction: all or nothing. A larger
+put is split into chunks of that size, in order, each one a transaction carrying the same
+epoch condition; if the scope is taken over (or the store fails) between chunks, the chunks
+already applied stay, each written while the epoch was still current, and ``put`` raises.
+``complete(drop_records=True)`` sets COMPLETED in its first transaction and drops records
+beyond the first 99 in further transactions conditioned on the scope staying COMPLETED.
+A record larger than an item allows is refused before anything is written.
+
+``scopes()`` and ``purge()`` scan the table; they are meant for maintenance, not hot paths.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import time
+from collections.abc import Iterable, Mapping
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from typing import Any, cast
+from urllib.parse import parse_qs, urlsplit
+
+from aiobotocore.session import get_session
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from asyncsink.errors import DurableError, FencedError
+from asyncsink.stores.base import (
+    RecordStore,
+    Scope,
+    ScopeInfo,
+    ScopeState,
+    _checked_writes,
+    _purge_cutoff,
+)
+
+__all__ = ["AwsCredentials", "DynamoDBStore"]
+
+SCOPE_SK = "#scope"
+RECORD_PREFIX = "r#"
+MAX_TRANSACTION_ACTIONS = 100
+MAX_ITEM_BYTES = 400 * 1024
+_CHUNK_ACTIONS = MAX_TRANSACTION_ACTIONS - 1  # one action is the epoch condition
+_CHUNK_BYTES = 3 * 1024 * 1024  # below the 4 MB transaction limit, with room for overhead
+_BATCH_DELETE = 25  # BatchWriteItem's limit
+_CONFLICT_ATTEMPTS = 6
+_TABLE_WAIT_S = 60.0
+_NAMES = {"#pk": "pk", "#sk": "sk", "#e": "epoch", "#c": "completed", "#u": "updated_at"}
+
+# Clients inherited through fork(): their connections belong to the parent's event loop,
+# so the child neither uses nor closes them.
+_INHERITED: list[AsyncExitStack] = []
+
+
+@dataclass(frozen=True, slots=True)
+class AwsCredentials:
+    """Static AWS credentials. ``repr`` shows none of them, and store errors redact them."""
+
+    access_key_id: str
+    secret_access_key: str
+    session_token: str | None = None
+
+    def __repr__(self) -> str:
+        token = ", session_token='****'" if self.session_token else ""
+        return f"AwsCredentials(access_key_id='****', secret_access_key='****'{token})"
+
+
+class DynamoDBStore(RecordStore):
+    """A ``RecordStore`` in a DynamoDB table, for stores every executor of a cluster shares.
+
+    Without ``credentials`` the usual AWS chain applies (environment, profile, instance
+    role); ``region`` and ``endpoint_url`` likewise default to the environment's.
+
+    The client is opened on first use, inside the running event loop, and serves that loop
+    only: ``aclose()`` the store before its loop ends; it reopens on its next use, in
+    whatever loop that runs. After a ``fork`` the child opens a client of its own.
+
+    Raises (from every method):
+        DurableError: the table cannot be reached, created or written (the vendor error is
+            chained as ``__cause__``).
+    """
+
+    def __init__(
+        self,
+        table: str,
+        region: str | None = None,
+        endpoint_url: str | None = None,
+        *,
+        credentials: AwsCredentials | None = None,
+        create_table: bool = True,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 10.0,
+        max_attempts: int = 5,
+    ) -> None:
+        if not table:
+            raise ValueError("table must be a non-empty DynamoDB table name")
+        self._table = table
+        self._region = region
+        self._endpoint_url = endpoint_url
+        self._credentials = credentials
+        self._create_table = create_table
+        self._config = Config(
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+            retries={"mode": "standard", "max_attempts": max_attempts},
+        )
+        self._client: Any = None
+        self._stack: AsyncExitStack | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._open_lock: asyncio.Lock | None = None
+        self._lock_loop: asyncio.AbstractEventLoop | None = None
+        self._pid = os.getpid()
+        self._table_ready = not create_table
+
+    @classmethod
+    def from_url(cls, url: str) -> DynamoDBStore:
+        """Open ``dynamodb://TABLE?region=us-east-1&endpoint_url=http://127.0.0.1:8000``.
+
+        Options: ``region``, ``endpoint_url``, ``create_table`` (``true``/``false``).
+        Credentials are never taken from a URL; they come from the AWS chain.
+        """
+        parts = urlsplit(url)
+        if parts.scheme != "dynamodb" or not parts.netloc or parts.path not in ("", "/"):
+            raise ValueError(f"not a dynamodb store URL (expected dynamodb://TABLE): {url!r}")
+        query = parse_qs(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
+        allowed = {"region", "endpoint_url", "create_table"}
+        unknown = sorted(set(query) - allowed)
+        if unknown:
+            raise ValueError(
+                f"unknown dynamodb store options {unknown} in {url!r}; allowed: {sorted(allowed)}"
+            )
+        options = {name: values[-1] for name, values in query.items()}
+        create = options.get("create_table", "true").lower()
+        if create not in ("true", "false"):
+            raise ValueError(f"dynamodb store option create_table must be true or false: {url!r}")
+        return cls(
+            parts.netloc,
+            options.get("region"),
+            options.get("endpoint_url"),
+            create_table=create == "true",
+        )
+
+    @property
+    def table(self) -> str:
+        """The table name."""
+        return self._table
+
+    def __repr__(self) -> str:
+        return (
+            f"DynamoDBStore(table={self._table!r}, region={self._region!r}, "
+            f"endpoint_url={self._endpoint_url!r})"
+        )
+
+    async def take(self, scope: Scope) -> ScopeState:
+        """Bump the epoch of ``scope`` (creating it at 1) and return its state."""
+        response = await self._call(
+            "UpdateItem",
+            scope,
+            TableName=self._table,
+            Key=self._key(scope, SCOPE_SK),
+            UpdateExpression=(
+                "ADD #e :one SET #u = :now, #s = :sink, #b = :batch, #p = :part,"
+                " #c = if_not_exists(#c, :no)"
+            ),
+            ExpressionAttributeNames={
+                "#e": "epoch",
+                "#u": "updated_at",
+                "#c": "completed",
+                "#s": "sink_id",
+                "#b": "batch_id",
+                "#p": "partition_id",
+            },
+            ExpressionAttributeValues={
+                ":one": {"N": "1"},
+                ":now": {"N": repr(time.time())},
+                ":sink": {"S": scope.sink_id},
+                ":batch": {"N": str(scope.batch_id)},
+                ":part": {"N": str(scope.partition_id)},
+                ":no": {"BOOL": False},
+            },
+            ReturnValues="ALL_NEW",
+        )
+        attributes = response["Attributes"]
+        records = await self._query(scope, records_only=True)
+        return ScopeState(
+            int(attributes["epoch"]["N"]),
+            bool(attributes["completed"]["BOOL"]),
+            {item["sk"]["S"][len(RECORD_PREFIX) :]: bytes(item["v"]["B"]) for item in records},
+        )
+
+    async def load(self, scope: Scope) -> ScopeState | None:
+        """Return the state of ``scope``, or ``None`` if it was never taken."""
+        items = await self._query(scope, records_only=False)
+        if not items or items[0]["sk"]["S"] != SCOPE_SK:
+            return None
+        head = items[0]
+        return ScopeState(
+            int(head["epoch"]["N"]),
+            bool(head["completed"]["BOOL"]),
+            {item["sk"]["S"][len(RECORD_PREFIX) :]: bytes(item["v"]["B"]) for item in items[1:]},
+        )
+
+    async def put(
+        self,
+        scope: Scope,
+        epoch: int,
+        puts: Mapping[str, bytes],
+        deletes: Iterable[str] = (),
+    ) -> None:
+        """Apply ``puts`` and ``deletes`` if ``epoch`` is current: in one transaction up to
+        99 records (see the module docstring for larger puts).
+
+        Raises:
+            FencedError: the scope's epoch is no longer ``epoch``.
+            DurableError: a record exceeds DynamoDB's item size; nothing was written.
+        """
+        checked, dropped = _checked_writes(puts, deletes)
+        actions: list[tuple[dict[str, Any], int]] = []
+        for name, value in checked.items():
+            item = {**self._key(scope, RECORD_PREFIX + name), "v": {"B": value}}
+            size = _item_bytes(scope, name, value)
+            if size > MAX_ITEM_BYTES:
+                raise DurableError(
+                    f"record {name!r} of scope {scope} is {size} bytes; "
+                    f"a DynamoDB item holds at most {MAX_ITEM_BYTES}"
+                )
+            actions.append(({"Put": {"TableName": self._table, "Item": item}}, size))
+        for name in dropped:
+            key = self._key(scope, RECORD_PREFIX + name)
+            actions.append(({"Delete": {"TableName": self._table, "Key": key}}, 0))
+        guard = self._epoch_guard(scope, epoch, "SET #u = :now")
+        for chunk in _chunks(actions) or [[]]:
+            await self._transact(scope, epoch, [guard, *chunk])
+
+    async def complete(self, scope: Scope, epoch: int, *, drop_records: bool = True) -> None:
+        """Mark ``scope`` COMPLETED (dropping its records if asked) if ``epoch`` is current.
+
+        Raises:
+            FencedError: the scope's epoch is no longer ``epoch``.
+        """
+        deletes: list[tuple[dict[str, Any], int]] = []
+        if drop_records:
+            for item in await self._query(scope, records_only=True, keys_only=True):
+                key = {"pk": item["pk"], "sk": item["sk"]}
+                deletes.append(({"Delete": {"TableName": self._table, "Key": key}}, 0))
+        guard = self._epoch_guard(scope, epoch, "SET #c = :yes, #u = :now")
+        guard["Update"]["ExpressionAttributeValues"][":yes"] = {"BOOL": True}
+        first = [action for action, _ in deletes[:_CHUNK_ACTIONS]]
+        await self._transact(scope, epoch, [guard, *first])
+        still_completed = {
+            "ConditionCheck": {
+                "TableName": self._table,
+                "Key": self._key(scope, SCOPE_SK),
+                "ConditionExpression": "#c = :yes",
+                "ExpressionAttributeNames": {"#c": "completed"},
+                "ExpressionAttributeValues": {":yes": {"BOOL": True}},
+            }
+        }
+        for chunk in _chunks(deletes[_CHUNK_ACTIONS:]):
+            await self._transact(scope, None, [still_completed, *chunk])
+
+    async def scopes(self, sink_id: str | None = None) -> list[ScopeInfo]:
+        """List the scopes held (of one sink, or all), ordered by scope. Scans the table."""
+        heads, counts = await self._scan(sink_id)
+        infos = [
+            ScopeInfo(
+                _parse_scope(pk),
+                int(item["epoch"]["N"]),
+                bool(item["completed"]["BOOL"]),
+                counts.get(pk, 0),
+                float(item["updated_at"]["N"]),
+            )
+            for pk, item in heads.items()
+        ]
+        return sorted(infos, key=lambda info: info.scope)
+
+    async def purge(
+        self,
+        sink_id: str,
+        *,
+        before_batch: int | None = None,
+        older_than_s: float | None = None,
+    ) -> int:
+        """Delete the scopes of ``sink_id`` below ``before_batch`` and/or older than
+        ``older_than_s`` seconds (both must hold when both are given). Returns how many.
+
+        Each scope's records go first and its scope item last, so an interrupted purge
+        leaves whole scopes with fewer records, never records without a scope."""
+        cutoff = _purge_cutoff(before_batch, older_than_s, time.time())
+        doomed = [
+            info.scope
+            for info in await self.scopes(sink_id)
+            if (before_batch is None or info.scope.batch_id < before_batch)
+            and (cutoff is None or info.updated_at < cutoff)
+        ]
+        for scope in doomed:
+            records = await self._query(scope, records_only=True, keys_only=True)
+            await self._batch_delete(scope, [{"pk": it["pk"], "sk": it["sk"]} for it in records])
+            await self._batch_delete(scope, [self._key(scope, SCOPE_SK)])
+        return len(doomed)
+
+    async def aclose(self) -> None:
+        """Close the client; the next call opens a new one."""
+        self._adopt_process()
+        stack, self._stack, self._client, self._loop = self._stack, None, None, None
+        if stack is not None:
+            await stack.aclose()
+
+    # -- requests ------------------------------------------------------------------------
+
+    @staticmethod
+    def _key(scope: Scope, sk: str) -> dict[str, Any]:
+        return {"pk": {"S": str(scope)}, "sk": {"S": sk}}
+
+    def _epoch_guard(self, scope: Scope, epoch: int, update: str) -> dict[str, Any]:
+        """The transaction action that updates the scope item only while it holds ``epoch``."""
+        return {
+            "Update": {
+                "TableName": self._table,
+                "Key": self._key(scope, SCOPE_SK),
+                "UpdateExpression": update,
+                "ConditionExpression": "#e = :epoch",
+                "ExpressionAttributeNames": {
+                    name: _NAMES[name] for name in ("#e", "#c", "#u") if name in f"#e {update}"
+                },
+                "ExpressionAttributeValues": {
+                    ":epoch": {"N": str(epoch)},
+                    ":now": {"N": repr(time.time())},
+                },
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+
+    async def _transact(
+        self, scope: Scope, epoch: int | None, actions: list[dict[str, Any]]
+    ) -> None:
+        """Run one transaction whose first action is its guard; a failed guard means the
+        scope was taken over (``FencedError``) when ``epoch`` is given."""
+        try:
+            await self._call("TransactWriteItems", scope, TransactItems=actions)
+        except DurableError as exc:
+            cause = exc.__cause__
+            if epoch is None or not isinstance(cause, ClientError):
+                raise
+            reasons = cause.response.get("CancellationReasons") or [{}]
+            if reasons[0].get("Code") != "ConditionalCheckFailed":
+                raise
+            held = reasons[0].get("Item", {}).get("epoch", {}).get("N")
+            raise FencedError(scope, epoch, None if held is None else int(held)) from cause
+
+    async def _query(
+        self, scope: Scope, *, records_only: bool, keys_only: bool = False
+    ) -> list[dict[str, Any]]:
+        """All items of ``scope`` in sort-key order (the scope item, if wanted, first)."""
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "ConsistentRead": True,
+            "KeyConditionExpression": "#pk = :pk",
+            "ExpressionAttributeNames": {"#pk": "pk"},
+            "ExpressionAttributeValues": {":pk": {"S": str(scope)}},
+        }
+        if records_only:
+            request["KeyConditionExpression"] += " AND begins_with(#sk, :records)"
+            request["ExpressionAttributeNames"]["#sk"] = "sk"
+            request["ExpressionAttributeValues"][":records"] = {"S": RECORD_PREFIX}
+        if keys_only:
+            request["ProjectionExpression"] = "#pk, #sk"
+            request["ExpressionAttributeNames"]["#sk"] = "sk"
+        return await self._pages("Query", scope, request)
+
+    async def _scan(
+        self, sink_id: str | None
+    ) -> tuple[dict[str, dict[str, Any]], dict[str, int]]:
+        """Scope items by pk, and record counts by pk, of one sink or all."""
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "ConsistentRead": True,
+            "ProjectionExpression": "#pk, #sk, #e, #c, #u",
+            "ExpressionAttributeNames": dict(_NAMES),
+        }
+        if sink_id is not None:
+            request["FilterExpression"] = "begins_with(#pk, :prefix)"
+            request["ExpressionAttributeValues"] = {":prefix": {"S": f"{sink_id}/"}}
+        heads: dict[str, dict[str, Any]] = {}
+        counts: dict[str, int] = {}
+        for item in await self._pages("Scan", None, request):
+            pk = item["pk"]["S"]
+            if item["sk"]["S"] == SCOPE_SK:
+                heads[pk] = item
+            else:
+                counts[pk] = counts.get(pk, 0) + 1
+        return heads, counts
+
+    async def _pages(
+        self, operation: str, scope: Scope | None, request: dict[str, Any]
+    ) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        while True:
+            response = await self._call(operation, scope, **request)
+            items.extend(response.get("Items", ()))
+            last = response.get("LastEvaluatedKey")
+            if not last:
+                return items
+            request = {**request, "ExclusiveStartKey": last}
+
+    async def _batch_delete(self, scope: Scope, keys: list[dict[str, Any]]) -> None:
+        for start in range(0, len(keys), _BATCH_DELETE):
+            pending = {
+                self._table: [
+                    {"DeleteRequest": {"Key": key}} for key in keys[start : start + _BATCH_DELETE]
+                ]
+            }
+            for attempt in range(_CONFLICT_ATTEMPTS):
+                response = await self._call("BatchWriteItem", scope, RequestItems=pending)
+                pending = response.get("UnprocessedItems") or {}
+                if not pending:
+                    break
+                await asyncio.sleep(_backoff(attempt))
+            else:
+                raise DurableError(
+                    f"DynamoDB BatchWriteItem on table {self._table!r} for scope {scope} "
+                    f"left items unprocessed after {_CONFLICT_ATTEMPTS} attempts"
+                )
+
+    async def _call(self, operation: str, scope: Scope | None, **request: Any) -> dict[str, Any]:
+        """Send one request; retry transaction conflicts; translate errors."""
+        client = await self._open()
+        method = getattr(client, _snake(operation))
+        for attempt in range(_CONFLICT_ATTEMPTS):
+            try:
+                return cast(dict[str, Any], await method(**request))
+            except ClientError as exc:
+                if _is_conflict(exc) and attempt + 1 < _CONFLICT_ATTEMPTS:
+                    await asyncio.sleep(_backoff(attempt))
+                    continue
+                raise self._error(operation, scope, exc) from exc
+            except (BotoCoreError, OSError, asyncio.TimeoutError) as exc:
+                raise self._error(operation, scope, exc) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _error(self, operation: str, scope: Scope | None, exc: BaseException) -> DurableError:
+        if isinstance(exc, ClientError):
+            error = exc.response.get("Error", {})
+            detail = f"{error.get('Code', 'unknown')}: {error.get('Message', '')}"
+            reasons = exc.response.get("CancellationReasons")
+            if reasons:
+                detail += f" (reasons: {[reason.get('Code') for reason in reasons]})"
+        else:
+            detail = f"{type(exc).__name__}: {exc}"
+        where = f" for scope {scope}" if scope is not None else ""
+        message = f"DynamoDB {operation} on table {self._table!r}{where} failed: {detail}"
+        return DurableError(self._redact(message))
+
+    def _redact(self, text: str) -> str:
+        credentials = self._credentials
+        if credentials is None:
+            return text
+        for secret in (
+            credentials.secret_access_key,
+            credentials.session_token,
+            credentials.access_key_id,
+        ):
+            if secret:
+                text = text.replace(secret, "****")
+        return text
+
+    # -- client lifecycle ----------------------------------------------------------------
+
+    def _adopt_process(self) -> None:
+        pid = os.getpid()
+        if pid != self._pid:
+            if self._stack is not None:
+                _INHERITED.append(self._stack)
+            self._stack, self._client, self._loop = None, None, None
+            self._open_lock, self._lock_loop = None, None
+            self._pid = pid
+
+    async def _open(self) -> Any:
+        self._adopt_process()
+        loop = asyncio.get_running_loop()
+        if self._client is not None:
+            if self._loop is loop:
+                return self._client
+            raise DurableError(
+                f"{self!r} is open in another event loop; aclose() it there before reusing it"
+            )
+        if self._open_lock is None or self._lock_loop is not loop:
+            self._open_lock, self._lock_loop = asyncio.Lock(), loop
+        async with self._open_lock:
+            if self._client is not None:
+                return self._client
+            stack = AsyncExitStack()
+            try:
+                client = await stack.enter_async_context(self._client_context())
+                if not self._table_ready:
+                    await self._ensure_table(client)
+            except BaseException as exc:
+                await stack.aclose()
+                if isinstance(exc, ClientError | BotoCoreError | OSError | asyncio.TimeoutError):
+                    raise self._error("open", None, exc) from exc
+                raise
+            self._client, self._stack, self._loop = client, stack, loop
+            return client
+
+    def _client_context(self) -> Any:
+        secrets: dict[str, str | None] = {}
+        if self._credentials is not None:
+            secrets = {
+                "aws_access_key_id": self._credentials.access_key_id,
+                "aws_secret_access_key": self._credentials.secret_access_key,
+                "aws_session_token": self._credentials.session_token,
+            }
+        return get_session().create_client(
+            "dynamodb",
+            region_name=self._region,
+            endpoint_url=self._endpoint_url,
+            config=self._config,
+            **secrets,
+        )
+
+    async def _ensure_table(self, client: Any) -> None:
+        """Create the table if it is missing, and wait until it is ACTIVE."""
+        try:
+            description = await client.describe_table(TableName=self._table)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
+                raise
+            description = await self._create(client)
+        deadline = time.monotonic() + _TABLE_WAIT_S
+        attempt = 0
+        while description["Table"]["TableStatus"] != "ACTIVE":
+            if time.monotonic() > deadline:
+                raise DurableError(
+                    f"DynamoDB table {self._table!r} is not ACTIVE after {_TABLE_WAIT_S:.0f} s"
+                )
+            await asyncio.sleep(_backoff(attempt))
+            attempt += 1
+            description = await client.describe_table(TableName=self._table)
+        schema = {(key["AttributeName"], key["KeyType"]) for key in description["Table"]["KeySchema"]}
+        if schema != {("pk", "HASH"), ("sk", "RANGE")}:
+            raise DurableError(
+                f"DynamoDB table {self._table!r} has key schema {sorted(schema)}; "
+                "a record store needs pk (HASH, S) and sk (RANGE, S)"
+            )
+        self._table_ready = True
+
+    async def _create(self, client: Any) -> dict[str, Any]:
+        try:
+            await client.create_table(
+                TableName=self._table,
+                KeySchema=[
+                    {"AttributeName": "pk", "KeyType": "HASH"},
+                    {"AttributeName": "sk", "KeyType": "RANGE"},
+                ],
+                AttributeDefinitions=[
+                    {"AttributeName": "pk", "AttributeType": "S"},
+                    {"AttributeName": "sk", "AttributeType": "S"},
+                ],
+                BillingMode="PAY_PER_REQUEST",
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ResourceInUseException":
+                raise
+        return cast(dict[str, Any], await client.describe_table(TableName=self._table))
+
+
+def _chunks(actions: list[tuple[dict[str, Any], int]]) -> list[list[dict[str, Any]]]:
+    """Split transaction actions, in order, into chunks within DynamoDB's limits."""
+    chunks: list[list[dict[str, Any]]] = []
+    current: list[dict[str, Any]] = []
+    size = 0
+    for action, action_size in actions:
+        if current and (len(current) == _CHUNK_ACTIONS or size + action_size > _CHUNK_BYTES):
+            chunks.append(current)
+            current, size = [], 0
+        current.append(action)
+        size += action_size
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def _item_bytes(scope: Scope, name: str, value: bytes) -> int:
+    """The size DynamoDB counts for a record item: attribute names plus values."""
+    return len("pkskv") + len(str(scope).encode()) + len((RECORD_PREFIX + name).encode()) + len(
+        value
+    )
+
+
+def _parse_scope(pk: str) -> Scope:
+    try:
+        sink_id, batch_id, partition_id = pk.split("/")
+        return Scope(sink_id, int(batch_id), int(partition_id))
+    except ValueError:
+        raise DurableError(f"the table holds an item that is no scope: pk={pk!r}") from None
+
+
+def _is_conflict(exc: ClientError) -> bool:
+    """A transaction conflict: nothing was written and the request may be sent again."""
+    code = exc.response.get("Error", {}).get("Code")
+    if code == "TransactionConflictException":
+        return True
+    if code != "TransactionCanceledException":
+        return False
+    codes = {reason.get("Code") for reason in exc.response.get("CancellationReasons") or ()}
+    return "TransactionConflict" in codes and "ConditionalCheckFailed" not in codes
+
+
+def _backoff(attempt: int) -> float:
+    return float(min(2.0, 0.02 * 2**attempt) * (0.5 + random.random()))
+
+
+def _snake(operation: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in operation).lstrip("_")

@@ -1,0 +1,219 @@
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import random
+import sqlite3
+import statistics
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from asyncsink.errors import DurableError, FencedError
+from asyncsink.stores import RecordStore, Scope, ScopeState
+from asyncsink.stores.sqlite import SQLiteStore
+from tests.stores.conformance import StoreConformance
+
+SHARED = Scope("hammer", 1, 0)
+
+
+class TestSQLiteStore(StoreConformance):
+    @pytest.fixture
+    async def store(self, tmp_path: Path) -> AsyncIterator[RecordStore]:
+        async with SQLiteStore(tmp_path / "records.db") as store:
+            yield store
+
+
+@pytest.mark.anyio
+async def test_the_file_uses_wal_and_normal_sync_with_a_busy_timeout(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "records.db", timeout=3.5)
+    try:
+        await store.take(SHARED)
+        conn = store._connection()
+        assert conn.execute("PRAGMA synchronous").fetchone() == (1,)
+        assert conn.execute("PRAGMA busy_timeout").fetchone() == (3500,)
+    finally:
+        await store.aclose()
+    with sqlite3.connect(tmp_path / "records.db") as other:
+        assert other.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        tables = {row[0] for row in other.execute("SELECT name FROM sqlite_master")}
+        assert {"scopes", "records"} <= tables
+    other.close()
+
+
+@pytest.mark.anyio
+async def test_records_survive_closing_and_reopening_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "nested" / "dir" / "records.db"
+    async with SQLiteStore(path) as first:
+        epoch = (await first.take(SHARED)).epoch
+        await first.put(SHARED, epoch, {"k": b"v"})
+    async with SQLiteStore(path) as second:
+        state = await second.take(SHARED)
+    assert (state.epoch, dict(state.records)) == (epoch + 1, {"k": b"v"})
+
+
+@pytest.mark.anyio
+async def test_an_unusable_file_raises_durable_error_naming_it(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path)
+    with pytest.raises(DurableError, match=str(tmp_path)) as caught:
+        await store.take(SHARED)
+    assert isinstance(caught.value.__cause__, sqlite3.Error)
+    await store.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_file_of_another_schema_version_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "records.db"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA user_version = 7")
+    conn.close()
+    async with SQLiteStore(path) as store:
+        with pytest.raises(DurableError, match="schema version 7"):
+            await store.load(SHARED)
+
+
+@pytest.mark.anyio
+async def test_a_small_put_costs_well_under_a_millisecond(tmp_path: Path) -> None:
+    async with SQLiteStore(tmp_path / "records.db") as store:
+        epoch = (await store.take(SHARED)).epoch
+        timings = []
+        for i in range(400):
+            puts = {f"call-{i}-{j}": os.urandom(120) for j in range(3)}
+            start = time.perf_counter()
+            await store.put(SHARED, epoch, puts)
+            timings.append(time.perf_counter() - start)
+    median = statistics.median(timings[50:])
+    assert median < 0.0005, f"median put took {median * 1e3:.3f} ms"
+
+
+def test_a_forked_child_opens_its_own_connection(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "records.db")
+
+    async def parent_write() -> int:
+        epoch = (await store.take(SHARED)).epoch
+        await store.put(SHARED, epoch, {"parent": b"1"})
+        return epoch
+
+    parent_epoch = anyio.run(parent_write)
+    parent_conn = store._conn
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        code = 1
+        try:
+
+            async def child_write() -> bool:
+                state = await store.take(SHARED)
+                await store.put(SHARED, state.epoch, {"child": b"2"})
+                return store._conn is not parent_conn and store._conn is not None
+
+            code = 0 if anyio.run(child_write) else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+    async def parent_check() -> None:
+        with pytest.raises(FencedError) as caught:
+            await store.put(SHARED, parent_epoch, {"late": b"x"})
+        assert caught.value.current == parent_epoch + 1
+        state = await store.load(SHARED)
+        assert state is not None
+        assert dict(state.records) == {"parent": b"1", "child": b"2"}
+        await store.aclose()
+
+    anyio.run(parent_check)
+    assert store._conn is None
+
+
+def _hammer(path: str, worker: int, rounds: int, start_at: float, out: str) -> None:
+    """One OS process: contend for SHARED with the others, and write a scope of its own."""
+
+    async def run() -> dict[str, object]:
+        own = Scope("hammer", 2, worker)
+        rng = random.Random(worker)
+        takes: list[int] = []
+        puts: list[tuple[int, int, bool]] = []
+        async with SQLiteStore(path) as store:
+            own_epoch = (await store.take(own)).epoch
+            while time.time() < start_at:
+                time.sleep(0.001)
+            for n in range(rounds):
+                epoch = (await store.take(SHARED)).epoch
+                takes.append(epoch)
+                time.sleep(rng.uniform(0, 0.002))
+                try:
+                    await store.put(SHARED, epoch, _shared_records(worker, n, epoch))
+                    puts.append((n, epoch, True))
+                except FencedError:
+                    puts.append((n, epoch, False))
+                await store.put(own, own_epoch, {f"own-{n}": f"{worker}:{n}".encode() * 50})
+        return {"takes": takes, "puts": puts}
+
+    result = anyio.run(run)
+    Path(out).write_text(json.dumps(result))
+
+
+def _shared_records(worker: int, n: int, epoch: int) -> dict[str, bytes]:
+    value = f"{worker}:{n}:{epoch}".encode() * 40
+    return {f"w{worker}-{n}-{part}": value for part in "abc"}
+
+
+def test_three_processes_sharing_one_file_keep_fencing_and_lose_no_write(
+    tmp_path: Path,
+) -> None:
+    path = str(tmp_path / "records.db")
+    workers, rounds = 3, 60
+    context = multiprocessing.get_context("spawn")
+    start_at = time.time() + 3.0
+    outs = [tmp_path / f"worker-{w}.json" for w in range(workers)]
+    processes = [
+        context.Process(target=_hammer, args=(path, w, rounds, start_at, str(outs[w])))
+        for w in range(workers)
+    ]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=90)
+    for process in processes:
+        if process.is_alive():  # pragma: no cover - only on a hang
+            process.kill()
+            process.join()
+        exitcode = process.exitcode
+        process.close()
+        assert exitcode == 0
+    results = [json.loads(out.read_text()) for out in outs]
+
+    takes = sorted(epoch for result in results for epoch in result["takes"])
+    assert takes == list(range(1, workers * rounds + 1)), "each take won a distinct epoch"
+
+    async def final() -> tuple[ScopeState | None, list[ScopeState | None]]:
+        async with SQLiteStore(path) as store:
+            return await store.load(SHARED), [
+                await store.load(Scope("hammer", 2, w)) for w in range(workers)
+            ]
+
+    shared, own = anyio.run(final)
+    assert shared is not None
+    records = dict(shared.records)
+    expected: dict[str, bytes] = {}
+    won = fenced = 0
+    for worker, result in enumerate(results):
+        for n, epoch, ok in result["puts"]:
+            if ok:
+                won += 1
+                expected.update(_shared_records(worker, n, epoch))
+            else:
+                fenced += 1
+                for key in _shared_records(worker, n, epoch):
+                    assert key not in records, f"fenced put left {key}"
+    assert records == expected, "every accepted put is whole and nothing else is there"
+    assert won > 0 and fenced > 0, (won, fenced)
+    for worker, state in enumerate(own):
+        assert state is not None and state.epoch == 1
+        assert dict(state.records) == {
+            f"own-{n}": f"{worker}:{n}".encode() * 50 for n in range(rounds)
+        }
