@@ -65,7 +65,7 @@ class MemoryStore(RecordStore):
     def from_url(cls, url: str) -> MemoryStore:
         """Open ``memory://NAME``: stores of the same ``NAME`` share their data."""
         prefix = "memory://"
-        if not url.startswith(prefix):
+        if url[: len(prefix)].lower() != prefix:
             raise ValueError(f"not a memory store URL (expected memory://NAME): {url!r}")
         name = url[len(prefix) :]
         if "?" in name or "#" in name:

@@ -101,7 +101,7 @@ class SQLiteStore(RecordStore):
         The one option is ``timeout`` (seconds), e.g. ``sqlite:///x.db?timeout=30``.
         """
         prefix = "sqlite://"
-        if not url.startswith(prefix):
+        if url[: len(prefix)].lower() != prefix:
             raise ValueError(f"not a sqlite store URL (expected sqlite:///path.db): {url!r}")
         path, _, query = url[len(prefix) :].partition("?")
         if not path or path == "/":

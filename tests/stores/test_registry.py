@@ -70,6 +70,10 @@ class _Custom(MemoryStore):
         return store
 
 
+class _Other(_Custom):
+    pass
+
+
 def test_register_store_adds_a_scheme_by_path_or_class(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -79,8 +83,8 @@ def test_register_store_adds_a_scheme_by_path_or_class(
     assert isinstance(opened, _Custom) and opened.url == "custom://anything"  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="already registered"):
         register_store("custom", MemoryStore)
-    register_store("custom", MemoryStore, replace=True)
-    assert type(open_store("custom://x")) is MemoryStore
+    register_store("custom", _Other, replace=True)
+    assert type(open_store("custom://x")) is _Other
     register_store("broken", f"{__name__}:test_register_store_adds_a_scheme_by_path_or_class")
     with pytest.raises(ValueError, match="not a RecordStore class"):
         open_store("broken://x")

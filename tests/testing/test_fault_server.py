@@ -1,0 +1,551 @@
+"""The fault-injecting endpoint, observed from a real httpx client.
+
+Most tests share one server in a spawned process (so every assertion on ``stats()`` and
+``applied_ids()`` crosses the process boundary); tests that need other server settings
+start a cheap one in a thread.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import selectors
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import httpx
+import orjson
+import pytest
+
+from asyncsink.testing import Faults, FaultServer
+
+pytestmark = pytest.mark.anyio
+
+
+def batch(prefix: str, count: int) -> list[dict[str, Any]]:
+    return [{"id": f"{prefix}-{i}", "value": i} for i in range(count)]
+
+
+@pytest.fixture(scope="module")
+def shared_server() -> Iterator[FaultServer]:
+    with FaultServer() as server:
+        yield server
+
+
+@pytest.fixture
+def server(shared_server: FaultServer) -> FaultServer:
+    shared_server.set_faults(Faults())
+    shared_server.reset()
+    return shared_server
+
+
+@pytest.fixture
+async def client() -> Any:
+    async with httpx.AsyncClient(timeout=10) as client:
+        yield client
+
+
+async def test_success_answers_every_entry_positionally_and_records_it(
+    server: FaultServer, client: httpx.AsyncClient
+) -> None:
+    entries = batch("ok", 3)
+    response = await client.post(server.ingest_url, json=entries)
+    assert response.status_code == 200
+    assert response.json() == {"errors": False, "items": [{"status": 200}] * 3}
+    response = await client.put(server.url + "/any/path", json=[{"id": "put-1"}])
+    assert response.status_code == 200
+    stats = server.stats()
+    assert stats.requests == 2
+    assert stats.statuses == {200: 2}
+    assert stats.entries_received == 4
+    assert stats.unique_ids == 4
+    assert stats.duplicates == 0
+    assert server.applied_ids() == ["ok-0", "ok-1", "ok-2", "put-1"]
+
+
+async def test_latency_delays_the_response(server: FaultServer, client: httpx.AsyncClient) -> None:
+    started = time.perf_counter()
+    await client.post(server.ingest_url, json=batch("fast", 1))
+    fast = time.perf_counter() - started
+    server.set_faults(Faults(latency_ms=300))
+    started = time.perf_counter()
+    response = await client.post(server.ingest_url, json=batch("slow", 1))
+    slow = time.perf_counter() - started
+    assert response.status_code == 200
+    assert fast < 0.2
+    assert 0.3 <= slow < 1.5
+
+
+async def test_throttle_answers_429_or_503_with_retry_after_and_applies_nothing(
+    server: FaultServer, client: httpx.AsyncClient
+) -> None:
+    server.set_faults(Faults(throttle_rate=1.0, retry_after_s=0.05, seed=3))
+    statuses = set()
+    for _ in range(20):
+        response = await client.post(server.ingest_url, json=batch("t", 2))
+        statuses.add(response.status_code)
+        assert response.headers["retry-after"] == "0.05"
+    assert statuses == {429, 503}
+    stats = server.stats()
+    assert stats.entries_received == 0
+    assert sum(stats.statuses.values()) == stats.requests == 20
+
+
+async def test_error_rate_answers_5xx_at_the_configured_fraction(
+    server: FaultServer, client: httpx.AsyncClient
+) -> None:
+    server.set_faults(Faults(error_rate=0.5, seed=11))
+    statuses = [
+        (await client.post(server.ingest_url, json=batch(f"e{i}", 2))).status_code
+        for i in range(200)
+    ]
+    errors = [s for s in statuses if s != 200]
+    assert set(errors) == {500, 502, 504}
+    assert 60 <= len(errors) <= 140
+    assert server.stats().entries_received == 2 * statuses.count(200)
+
+
+async def test_seed_makes_the_draws_reproducible_and_reset_rearms_them(
+    server: FaultServer, client: httpx.AsyncClient
+) -> None:
+    server.set_faults(Faults(error_rate=0.3, throttle_rate=0.3, seed=42))
+
+    async def run() -> list[int]:
+        return [(await client.post(server.ingest_url, json=[{}])).status_code for _ in range(30)]
+
+    first = await run()
+    server.reset()
+    assert await run() == first
+    assert len(set(first)) > 2
+
+
+async def test_timeout_holds_the_connection_until_the_client_gives_up(
+    server: FaultServer, client: httpx.AsyncClient
+) -> None:
+    server.set_faults(Faults(timeout_rate=1.0))
+    started = time.perf_counter()
+    with pytest.raises(httpx.ReadTimeout):
+        await client.post(server.ingest_url, json=batch("h", 2), timeout=0.3)
+    assert 0.3 <= time.perf_counter() - started < 2
+    stats = server.stats()
+    assert stats.timeouts == 1
+    assert stats.entries_received == 0
+
+
+async def test_timeout_is_bounded_by_hang_s(server: FaultServer, client: httpx.AsyncClient) -> None:
+    server.set_faults(Faults(timeout_rate=1.0, hang_s=0.3))
+    started = time.perf_counter()
+    with pytest.raises(httpx.RemoteProtocolError):
+        await client.post(server.ingest_url, json=batch("h", 1), timeout=10)
+    assert 0.3 <= time.perf_counter() - started < 5
+
+
+async def test_timeout_after_apply_stores_the_entries_the_client_never_hears_of(
+    server: FaultServer, client: httpx.AsyncClient
+) -> None:
+    server.set_faults(Faults(timeout_after_apply_rate=1.0))
+    with pytest.raises(httpx.ReadTimeout):
+        await client.post(
+            server.ingest_url,
+            json=batch("late", 2),
+            headers={"Idempotency-Key": "late"},
+            timeout=0.3,
+        )
+    assert server.applied_ids() == ["late-0", "late-1"]
+    status = server.key_status("late")
+    assert status is not None and status["state"] == "completed"
+
+
+async def test_reset_drops_the_connection_without_applying(
+    server: FaultServer, client: httpx.AsyncClient
+) -> None:
+    server.set_faults(Faults(reset_rate=1.0))
+    with pytest.raises((httpx.ReadError, httpx.RemoteProtocolError)):
+        await client.post(server.ingest_url, json=batch("r", 3))
+    stats = server.stats()
+    assert (stats.resets, stats.entries_received, stats.statuses) == (1, 0, {})
+
+
+async def test_reset_after_apply_duplicates_on_a_plain_resend(
+    server: FaultServer, client: httpx.AsyncClient
+) -> None:
+    entries = batch("dup", 3)
+    server.set_faults(Faults(reset_after_apply_rate=1.0))
+    with pytest.raises((httpx.ReadError, httpx.RemoteProtocolError)):
+        await client.post(server.ingest_url, json=entries)
+    server.set_faults(Faults())
+    assert (await client.post(server.ingest_url, json=entries)).status_code == 200
+    stats = server.stats()
+    assert (stats.entries_received, stats.unique_ids, stats.duplicates) == (6, 3, 3)
+    assert server.applied_ids() == [e["id"] for e in entries] * 2
+
+
+async def test_reset_after_apply_is_absorbed_by_an_idempotency_key(
+    server: FaultServer, client: httpx.AsyncClient
+) -> None:
+    entries = batch("key", 3)
+    headers = {"Idempotency-Key": "call-1"}
+    server.set_faults(Faults(reset_after_apply_rate=1.0))
+    with pytest.raises((httpx.ReadError, httpx.RemoteProtocolError)):
+        await client.post(server.ingest_url, json=entries, headers=headers)
+    server.set_faults(Faults())
+    response = await client.post(server.ingest_url, json=entries, headers=headers)
+    assert response.status_code == 200
+    assert response.headers["idempotent-replayed"] == "true"
+    assert response.json()["items"] == [{"status": 200}] * 3
+    stats = server.stats()
+    assert (stats.entries_received, stats.duplicates, stats.replays) == (3, 0, 1)
+
+
+@pytest.mark.parametrize("partial_status", [200, 207])
+async def test_partial_failures_are_positional_and_only_accepted_entries_are_stored(
+    server: FaultServer, client: httpx.AsyncClient, partial_status: int
+) -> None:
+    server.set_faults(
+        Faults(partial_failure_rate=0.4, partial_response_status=partial_status, seed=5)
+    )
+    entries = batch("p", 200)
+    response = await client.post(server.ingest_url, json=entries)
+    assert response.status_code == partial_status
+    body = response.json()
+    assert body["errors"] is True
+    assert len(body["items"]) == len(entries)
+    accepted = [
+        e["id"] for e, item in zip(entries, body["items"], strict=True) if item["status"] == 200
+    ]
+    failed = [item for item in body["items"] if item["status"] != 200]
+    assert {item["status"] for item in failed} <= {429, 500, 503}
+    assert all(item["error"] for item in failed)
+    assert 40 <= len(failed) <= 120
+    assert server.applied_ids() == accepted
+    stats = server.stats()
+    assert (stats.entries_received, stats.entries_rejected) == (len(accepted), len(failed))
+
+
+async def test_bad_records_and_non_objects_get_item_status_400(
+    server: FaultServer, client: httpx.AsyncClient
+) -> None:
+    server.set_faults(Faults(bad_record_field="bad"))
+    entries = [{"id": "a"}, {"id": "b", "bad": True}, [1, 2], {"id": "c", "bad": False}]
+    response = await client.post(server.ingest_url, json=entries)
+    items = response.json()["items"]
+    assert [item["status"] for item in items] == [200, 400, 400, 200]
+    assert items[1]["error"] == "mapping error"
+    assert server.applied_ids() == ["a", "c"]
+
+
+async def test_fail_statuses_answers_the_next_requests_in_order(
+    server: FaultServer, client: httpx.AsyncClient
+) -> None:
+    server.set_faults(Faults(fail_statuses=(401, 503), retry_after_s=2))
+    first = await client.post(server.ingest_url, json=batch("f", 1))
+    second = await client.post(server.ingest_url, json=batch("f", 1))
+    third = await client.post(server.ingest_url, json=batch("f", 1))
+    assert [first.status_code, second.status_code, third.status_code] == [401, 503, 200]
+    assert second.headers["retry-after"] == "2"
+    assert server.stats().entries_received == 1
+
+
+async def test_replay_returns_the_stored_response_without_applying_again(
+    server: FaultServer, client: httpx.AsyncClient
+) -> None:
+    server.set_faults(Faults(bad_record_field="bad"))
+    entries = [{"id": "x"}, {"id": "y", "bad": 1}]
+    first = await client.post(server.ingest_url, json=entries, headers={"Idempotency-Key": "r"})
+    server.set_faults(Faults())
+    # A structured-field string: the quoted form names the same key.
+    again = await client.post(server.ingest_url, json=entries, headers={"Idempotency-Key": '"r"'})
+    assert "idempotent-replayed" not in first.headers
+    assert again.headers["idempotent-replayed"] == "true"
+    assert again.content == first.content
+    assert server.applied_ids() == ["x"]
+    assert server.stats().replays == 1
+
+
+async def test_same_key_with_another_body_is_422(
+    server: FaultServer, client: httpx.AsyncClient
+) -> None:
+    headers = {"Idempotency-Key": "k"}
+    assert (await client.post(server.ingest_url, json=[{"id": 1}], headers=headers)).is_success
+    response = await client.post(server.ingest_url, json=[{"id": 2}], headers=headers)
+    assert response.status_code == 422
+    assert server.applied_ids() == [1]
+    assert server.stats().mismatches == 1
+
+
+async def test_same_key_while_in_flight_is_409_and_status_reports_it(
+    server: FaultServer, client: httpx.AsyncClient
+) -> None:
+    server.set_faults(Faults(latency_ms=600))
+    headers = {"Idempotency-Key": "slow/key 1"}
+    entries = batch("s", 2)
+    results: dict[str, httpx.Response] = {}
+
+    async def send(name: str) -> None:
+        results[name] = await client.post(server.ingest_url, json=entries, headers=headers)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(send, "first")
+        await anyio.sleep(0.2)
+        assert await anyio.to_thread.run_sync(server.key_status, "slow/key 1") == {
+            "state": "in_flight"
+        }
+        tg.start_soon(send, "second")
+    assert results["first"].status_code == 200
+    assert results["second"].status_code == 409
+    assert server.stats().conflicts == 1
+    assert server.key_status("slow/key 1") == {
+        "state": "completed",
+        "status": 200,
+        "response": {"errors": False, "items": [{"status": 200}] * 2},
+    }
+    assert server.key_status("unknown") is None
+
+
+async def test_a_key_is_not_stored_when_a_fault_struck_before_applying(
+    server: FaultServer, client: httpx.AsyncClient
+) -> None:
+    server.set_faults(Faults(fail_statuses=(503,)))
+    headers = {"Idempotency-Key": "retry-me"}
+    assert (
+        await client.post(server.ingest_url, json=[{"id": 1}], headers=headers)
+    ).status_code == 503
+    assert server.key_status("retry-me") is None
+    response = await client.post(server.ingest_url, json=[{"id": 1}], headers=headers)
+    assert response.status_code == 200
+    assert "idempotent-replayed" not in response.headers
+    assert server.applied_ids() == [1]
+
+
+@pytest.mark.parametrize(
+    ("content_type", "encode"),
+    [
+        ("application/json", orjson.dumps),
+        ("application/x-ndjson", lambda e: b"\n".join(orjson.dumps(x) for x in e) + b"\n"),
+    ],
+)
+@pytest.mark.parametrize("gzipped", [False, True])
+async def test_json_and_ndjson_bodies_plain_or_gzipped(
+    server: FaultServer,
+    client: httpx.AsyncClient,
+    content_type: str,
+    encode: Any,
+    gzipped: bool,
+) -> None:
+    entries = batch("enc", 4)
+    body = encode(entries)
+    headers = {"content-type": content_type}
+    if gzipped:
+        body = gzip.compress(body)
+        headers["content-encoding"] = "gzip"
+    response = await client.post(server.ingest_url, content=body, headers=headers)
+    assert response.status_code == 200
+    assert len(response.json()["items"]) == 4
+    assert server.applied_ids() == [e["id"] for e in entries]
+
+
+async def test_a_streamed_chunked_body_is_read(
+    server: FaultServer, client: httpx.AsyncClient
+) -> None:
+    async def chunks() -> Any:
+        yield b'[{"id": "c1"},'
+        yield b'{"id": "c2"}]'
+
+    response = await client.post(server.ingest_url, content=chunks())
+    assert response.status_code == 200
+    assert server.applied_ids() == ["c1", "c2"]
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "status"),
+    [
+        (b"{not json", {}, 400),
+        (b'{"id": 1}', {}, 400),
+        (b"not gzip", {"content-encoding": "gzip"}, 400),
+        (b"[]", {"content-encoding": "br"}, 415),
+    ],
+)
+async def test_malformed_bodies_are_rejected_whole(
+    server: FaultServer,
+    client: httpx.AsyncClient,
+    body: bytes,
+    headers: dict[str, str],
+    status: int,
+) -> None:
+    response = await client.post(server.ingest_url, content=body, headers=headers)
+    assert response.status_code == status
+    assert response.json()["error"]
+    assert server.stats().applied_requests == 0
+
+
+async def test_many_concurrent_keep_alive_connections(
+    server: FaultServer, client: httpx.AsyncClient
+) -> None:
+    limits = httpx.Limits(max_connections=64)
+    async with httpx.AsyncClient(limits=limits, timeout=10) as wide:
+
+        async def send(i: int) -> None:
+            for j in range(3):
+                response = await wide.post(server.ingest_url, json=batch(f"c{i}-{j}", 10))
+                assert response.status_code == 200
+
+        async with anyio.create_task_group() as tg:
+            for i in range(64):
+                tg.start_soon(send, i)
+    stats = server.stats()
+    assert (stats.requests, stats.entries_received, stats.unique_ids) == (192, 1920, 1920)
+    # 64 ingest connections, each reused for 3 requests, and the connection of stats() itself.
+    assert stats.connections == 65
+
+
+async def test_reset_clears_counts_ids_and_keys(
+    server: FaultServer, client: httpx.AsyncClient
+) -> None:
+    headers = {"Idempotency-Key": "once"}
+    await client.post(server.ingest_url, json=[{"id": "z"}], headers=headers)
+    server.reset()
+    assert server.stats().entries_received == 0
+    assert server.applied_ids() == []
+    response = await client.post(server.ingest_url, json=[{"id": "z"}], headers=headers)
+    assert "idempotent-replayed" not in response.headers
+    assert server.applied_ids() == ["z"]
+
+
+async def test_faults_round_trip_and_bad_faults_are_refused(
+    server: FaultServer, client: httpx.AsyncClient
+) -> None:
+    faults = Faults(latency_ms=1, fail_statuses=(500, 401), seed=9, bad_record_field="bad")
+    server.set_faults(faults)
+    assert server.faults() == faults
+    response = await client.post(server.url + "/_control/faults", json={"error_rate": 2})
+    assert response.status_code == 400
+    response = await client.post(server.url + "/_control/faults", json={"nope": 1})
+    assert response.status_code == 400
+    assert server.faults() == faults
+
+
+def test_faults_validate_their_values() -> None:
+    with pytest.raises(ValueError, match="add up"):
+        Faults(error_rate=0.6, reset_rate=0.6)
+    with pytest.raises(ValueError, match="partial_failure_rate"):
+        Faults(partial_failure_rate=-0.1)
+    with pytest.raises(ValueError, match="fail_statuses"):
+        Faults(fail_statuses=(99,))
+    with pytest.raises(ValueError, match="unknown"):
+        Faults.from_json({"latency": 5})
+    faults = Faults(throttle_rate=0.2, fail_statuses=(401,), seed=1)
+    assert Faults.from_json(orjson.loads(orjson.dumps(faults.to_json()))) == faults
+
+
+async def test_auth_is_required_when_configured_but_not_for_control() -> None:
+    with FaultServer(in_thread=True, require_auth="Bearer s3cret") as server:
+        assert "s3cret" not in repr(server)
+        async with httpx.AsyncClient(timeout=10) as client:
+            missing = await client.post(server.ingest_url, json=[{"id": 1}])
+            wrong = await client.post(
+                server.ingest_url, json=[{"id": 1}], headers={"Authorization": "Bearer nope"}
+            )
+            right = await client.post(
+                server.ingest_url, json=[{"id": 2}], headers={"Authorization": "Bearer s3cret"}
+            )
+        assert (missing.status_code, wrong.status_code, right.status_code) == (401, 401, 200)
+        assert missing.headers["www-authenticate"].startswith("Bearer")
+        assert server.applied_ids() == [2]
+
+
+async def test_identity_uses_id_field_or_the_canonical_entry() -> None:
+    with FaultServer(in_thread=True, id_field="key", idempotency_header="X-Call") as server:
+        async with httpx.AsyncClient(timeout=10) as client:
+            entries = [{"key": "k1", "v": 1}, {"a": 1, "b": 2}, {"b": 2, "a": 1}, {"key": "k1"}]
+            await client.post(server.ingest_url, json=entries, headers={"X-Call": "c"})
+            replay = await client.post(server.ingest_url, json=entries, headers={"X-Call": "c"})
+        assert replay.headers["idempotent-replayed"] == "true"
+        assert server.applied_ids() == ["k1", '{"a":1,"b":2}', '{"a":1,"b":2}', "k1"]
+        stats = server.stats()
+        assert (stats.unique_ids, stats.duplicates, stats.replays) == (2, 2, 1)
+
+
+async def test_the_key_store_is_bounded() -> None:
+    with FaultServer(in_thread=True, idempotency_capacity=2) as server:
+        async with httpx.AsyncClient(timeout=10) as client:
+            for key in ("a", "b", "c", "a"):
+                await client.post(
+                    server.ingest_url, json=[{"id": key}], headers={"Idempotency-Key": key}
+                )
+        assert server.applied_ids() == ["a", "b", "c", "a"]
+        assert server.key_status("b") is None
+        assert server.key_status("c") is not None
+
+
+async def test_malformed_http_gets_400_and_the_connection_closed(server: FaultServer) -> None:
+    async with await anyio.connect_tcp("127.0.0.1", server.port) as stream:
+        await stream.send(b"NONSENSE\r\n\r\n")
+        reply = b""
+        with anyio.fail_after(5):
+            async for chunk in stream:
+                reply += chunk
+    assert reply.startswith(b"HTTP/1.1 400 ")
+    assert b"connection: close" in reply
+
+
+@pytest.mark.parametrize("in_thread", [False, True])
+async def test_stop_ends_the_server_even_with_a_held_connection(in_thread: bool) -> None:
+    server = FaultServer(Faults(timeout_rate=1.0), in_thread=in_thread).start()
+    port = server.port
+    pid = None if in_thread else server._process.pid  # type: ignore[union-attr]
+    async with httpx.AsyncClient(timeout=30) as client:
+        async with anyio.create_task_group() as tg:
+
+            async def hang() -> None:
+                with pytest.raises(httpx.TransportError):
+                    await client.post(server.ingest_url, json=[{"id": 1}])
+
+            tg.start_soon(hang)
+            await anyio.sleep(0.2)
+            started = time.perf_counter()
+            await anyio.to_thread.run_sync(server.stop)
+            assert time.perf_counter() - started < 5
+    server.stop()
+    assert not server.running
+    if pid is not None:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", port), 1):
+        pass
+
+
+def test_command_line_serves_until_interrupted() -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    command = [
+        sys.executable,
+        "-m",
+        "asyncsink.testing.fault_server",
+        "--port",
+        "0",
+        "--latency-ms",
+        "5",
+        "--fail-statuses",
+        "418",
+    ]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as proc:
+        try:
+            assert proc.stdout is not None
+            with selectors.DefaultSelector() as selector:
+                selector.register(proc.stdout, selectors.EVENT_READ)
+                assert selector.select(timeout=30), "the command printed no URL"
+            url = proc.stdout.readline().decode().strip()
+            assert url.startswith("http://127.0.0.1:")
+            with httpx.Client(timeout=10) as client:
+                assert client.post(url + "/ingest", json=[{"id": 1}]).status_code == 418
+                assert client.post(url + "/ingest", json=[{"id": 1}]).status_code == 200
+            proc.send_signal(2)
+            _, stderr = proc.communicate(timeout=10)
+        finally:
+            proc.kill()
+    assert proc.returncode == 0
+    assert b"Warning" not in stderr
