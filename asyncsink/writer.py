@@ -112,6 +112,11 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         self._timeout = options.request_timeout_ms / 1000
         self._max_time_in_buffer = options.max_time_in_buffer_ms / 1000
         self._dead_letter = dead_letter_target(options.dead_letter)
+        self._max_buffered = options.max_buffered_requests
+        self._max_record = options.max_record_size_in_bytes
+        self._max_bytes = options.max_batch_size_in_bytes
+        self._max_batch = options.max_batch_size  # lowered while the AIMD window is smaller
+        self._written = 0
         self._scope = f"writer-{uuid.uuid4()}"
         self._next_seq = 0
         self._next_call = 0
@@ -125,7 +130,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         self._wake = anyio.Event()
         self._skip_all = False
         self._counts = dict.fromkeys(
-            ("written", "delivered", "dead_lettered", "retried", "bytes_sent", "requests",
+            ("delivered", "dead_lettered", "retried", "bytes_sent", "requests",
              "requests_failed", "throttled", "timeouts", "late_responses"), 0
         )  # fmt: skip
         self._latency = new_latency_counts()
@@ -238,57 +243,72 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         """
         if self._state is not _State.OPEN or self._fatal is not None:
             self._check_usable()
-        buffer = self._buffer
-        while buffer.count >= self.options.max_buffered_requests:
+        if self._buffer.count >= self._max_buffered:
+            await self._make_room()
+        if self._accept(element):
+            await self._after_accept()
+
+    async def write_all(self, elements: Iterable[InputT] | AsyncIterable[InputT]) -> None:
+        """``write`` each element in turn (faster than a loop of ``write`` calls)."""
+        if isinstance(elements, AsyncIterable):
+            async for element in elements:
+                await self.write(element)
+            return
+        buffer, accept = self._buffer, self._accept
+        for element in elements:
+            if self._state is not _State.OPEN or self._fatal is not None:
+                self._check_usable()
+            if buffer.count >= self._max_buffered:
+                await self._make_room()
+            if accept(element):
+                await self._after_accept()
+
+    async def _make_room(self) -> None:
+        while self._buffer.count >= self._max_buffered:
             self._pump()
             await self._wait_for_progress()
+
+    async def _after_accept(self) -> None:
+        if self._log is not None and self._log.needs_sync:
+            await self._log.sync()  # a trimmed log is persisted at once
+        await anyio.lowlevel.checkpoint()  # let the requests just started go out
+
+    def _accept(self, element: InputT) -> bool:
+        """Take one element in; ``True`` when the caller should yield to the event loop."""
         seq = self._next_seq
         self._next_seq = seq + 1
         if self._skip_all:
-            self._counts["written"] += 1
+            self._written += 1
             self._log.skipped += 1  # type: ignore[union-attr]
-            return
+            return False
         try:
             entry = self.convert(element)
         except Exception as exc:
             self._bad_record(seq, f"conversion failed: {type(exc).__name__}: {exc}", element)
-            self._counts["written"] += 1  # accepted into the dead-letter target
-            return
+            self._written += 1  # accepted into the dead-letter target
+            return False
         size = self.entry_size(entry)
-        if size > self.options.max_record_size_in_bytes:
+        if size > self._max_record:
             self._bad_record(
                 seq,
-                f"entry of {size} bytes exceeds maxRecordSizeInBytes "
-                f"({self.options.max_record_size_in_bytes})",
+                f"entry of {size} bytes exceeds maxRecordSizeInBytes ({self._max_record})",
                 entry,
             )
-            self._counts["written"] += 1  # accepted into the dead-letter target
-            return
-        self._counts["written"] += 1
+            self._written += 1  # accepted into the dead-letter target
+            return False
+        self._written += 1
         now = time.monotonic()
         if self._log is not None and self._log.recovering:
             if self._log.admit(seq, entry, size, now):
                 self._take_from_log()
-                if self._log.needs_sync:
-                    await self._log.sync()  # a trimmed log is persisted at once
-                return
-        if not buffer.fresh_count:
-            self._wake_timer()
+                return self._log.needs_sync
+        buffer = self._buffer
+        if not buffer._fresh:
+            self._wake.set()
         buffer.append(Item(seq, entry, size, now))
-        if (
-            buffer.fresh_count >= min(self.options.max_batch_size, self._window.size)
-            or buffer.fresh_bytes >= self.options.max_batch_size_in_bytes
-        ) and self._pump():
-            await anyio.lowlevel.checkpoint()
-
-    async def write_all(self, elements: Iterable[InputT] | AsyncIterable[InputT]) -> None:
-        """``write`` each element in turn."""
-        if isinstance(elements, AsyncIterable):
-            async for element in elements:
-                await self.write(element)
-        else:
-            for element in elements:
-                await self.write(element)
+        if len(buffer._fresh) >= self._max_batch or buffer.fresh_bytes >= self._max_bytes:
+            return self._pump()
+        return False
 
     async def flush(self) -> None:
         """The barrier: return once every accepted entry is acknowledged.
@@ -500,6 +520,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         if kind is ErrorKind.THROTTLED:
             self._counts["throttled"] += 1
             self._window.on_congestion(call.started, now)
+            self._max_batch = min(self.options.max_batch_size, self._window.size)
         retry_after = getattr(error, "retry_after", None)
         kept = self._requeue(call.items, error, retry_after, now, pinned=call.info)
         if not kept and self._log is not None:
@@ -531,6 +552,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             if result.throttled:
                 self._counts["throttled"] += 1
             self._window.on_congestion(call.started, now)
+            self._max_batch = min(self.options.max_batch_size, self._window.size)
             failed = [items[index] for index in sorted(retry)]
             cause = AsyncSinkError(
                 f"request {call.info.call_id}: {len(failed)} of {len(items)} entries failed"
@@ -538,6 +560,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             self._requeue(failed, cause, result.retry_after, now, pinned=None)
         else:
             self._window.on_success()
+            self._max_batch = min(self.options.max_batch_size, self._window.size)
 
     def _requeue(
         self,
@@ -623,7 +646,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         now = time.monotonic()
         for seq, entry in snapshot.entries:
             self._buffer.append(Item(seq, entry, self.entry_size(entry), now))
-        self._counts["written"] += len(snapshot.entries)
+        self._written += len(snapshot.entries)
         self._next_seq = snapshot.next_seq
         self._wake_timer()
         self._pump()
@@ -633,6 +656,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         log_stats = self._log.statistics() if self._log is not None else {}
         return WriterStatistics(
             **self._counts,
+            written=self._written,
             **log_stats,
             failed=len(self._exhausted),
             buffered=len(self._buffer),

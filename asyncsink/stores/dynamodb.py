@@ -14,9 +14,10 @@ scope item on the condition ``epoch = <caller's epoch>``, so the record writes h
 while that epoch is current, and a superseded writer gets ``FencedError``.
 
 Limits: one transaction holds at most 100 actions and 4 MB, one item at most 400 KB.
-A put of up to 99 records (and about 3 MB) is one transaction: all or nothing. A larger
-put is split into chunks of that size, in order, each one a transaction carrying the same
-epoch condition; if the scope is taken over (or the store fails) between chunks, the chunks
+A put of up to 99 records and about 650 KB of values (the request body, base64-encoded,
+stays under 1 MiB so that sending it never blocks the event loop) is one transaction: all
+or nothing. A larger put is split into chunks of that size, in order, each one a
+transaction carrying the same epoch condition; if the scope is taken over (or the store fails) between chunks, the chunks
 already applied stay, each written while the epoch was still current, and ``put`` raises.
 ``complete(drop_records=True)`` sets COMPLETED in its first transaction and drops records
 beyond the first 99 in further transactions conditioned on the scope staying COMPLETED.
@@ -58,7 +59,9 @@ RECORD_PREFIX = "r#"
 MAX_TRANSACTION_ACTIONS = 100
 MAX_ITEM_BYTES = 400 * 1024
 _CHUNK_ACTIONS = MAX_TRANSACTION_ACTIONS - 1  # one action is the epoch condition
-_CHUNK_BYTES = 3 * 1024 * 1024  # below the 4 MB transaction limit, with room for overhead
+# Request bodies stay below 1 MiB: aiohttp warns that larger raw bodies may block the event
+# loop. That also keeps every transaction far below DynamoDB's 4 MB.
+_CHUNK_BYTES = 900 * 1024
 _BATCH_DELETE = 25  # BatchWriteItem's limit
 _CONFLICT_ATTEMPTS = 6
 _TABLE_WAIT_S = 60.0
@@ -241,10 +244,12 @@ class DynamoDBStore(RecordStore):
                     f"record {name!r} of scope {scope} is {size} bytes; "
                     f"a DynamoDB item holds at most {MAX_ITEM_BYTES}"
                 )
-            actions.append(({"Put": {"TableName": self._table, "Item": item}}, size))
+            put = {"Put": {"TableName": self._table, "Item": item}}
+            actions.append((put, _wire_bytes(size - len(value), len(value))))
         for name in dropped:
             key = self._key(scope, RECORD_PREFIX + name)
-            actions.append(({"Delete": {"TableName": self._table, "Key": key}}, 0))
+            delete = {"Delete": {"TableName": self._table, "Key": key}}
+            actions.append((delete, _wire_bytes(_item_bytes(scope, name, b""), 0)))
         guard = self._epoch_guard(scope, epoch, "SET #u = :now")
         for chunk in _chunks(actions) or [[]]:
             await self._transact(scope, epoch, [guard, *chunk])
@@ -259,10 +264,11 @@ class DynamoDBStore(RecordStore):
         if drop_records:
             for item in await self._query(scope, records_only=True, keys_only=True):
                 key = {"pk": item["pk"], "sk": item["sk"]}
-                deletes.append(({"Delete": {"TableName": self._table, "Key": key}}, 0))
+                size = _wire_bytes(len(item["pk"]["S"]) + len(item["sk"]["S"]), 0)
+                deletes.append(({"Delete": {"TableName": self._table, "Key": key}}, size))
         guard = self._epoch_guard(scope, epoch, "SET #c = :yes, #u = :now")
         guard["Update"]["ExpressionAttributeValues"][":yes"] = {"BOOL": True}
-        first = [action for action, _ in deletes[:_CHUNK_ACTIONS]]
+        first, *rest = _chunks(deletes) or [[]]
         await self._transact(scope, epoch, [guard, *first])
         still_completed = {
             "ConditionCheck": {
@@ -273,7 +279,7 @@ class DynamoDBStore(RecordStore):
                 "ExpressionAttributeValues": {":yes": {"BOOL": True}},
             }
         }
-        for chunk in _chunks(deletes[_CHUNK_ACTIONS:]):
+        for chunk in rest:
             await self._transact(scope, None, [still_completed, *chunk])
 
     async def scopes(self, sink_id: str | None = None) -> list[ScopeInfo]:
@@ -602,6 +608,11 @@ def _item_bytes(scope: Scope, name: str, value: bytes) -> int:
     return len("pkskv") + len(str(scope).encode()) + len((RECORD_PREFIX + name).encode()) + len(
         value
     )
+
+
+def _wire_bytes(text_bytes: int, binary_bytes: int) -> int:
+    """An upper bound of an action's share of the JSON request body (binary is base64)."""
+    return 160 + 2 * text_bytes + 4 * (binary_bytes + 2) // 3
 
 
 def _parse_scope(pk: str) -> Scope:

@@ -4,6 +4,10 @@ Per index, the first non-null value seen for a field path (``a.b`` inside object
 elements count as the field itself) fixes its JSON kind: string, number (integers and
 floats mix), boolean or object. A later document giving the field another kind is a
 mapping error, as a dynamically mapped Elasticsearch index would report it.
+
+Besides the kinds, an index keeps ``accept``: for each top-level scalar field, the Python
+types its values may have. A flat document whose every value passes ``accept`` needs no
+further check, which keeps the common case to one dict lookup per field.
 """
 
 from __future__ import annotations
@@ -12,7 +16,9 @@ from typing import Any
 
 import orjson
 
-__all__ = ["index_name_problem", "mapping_problem"]
+__all__ = ["MARKER_FIELD", "index_name_problem", "mapping_problem"]
+
+MARKER_FIELD = "_bad"
 
 _KIND: dict[type, str] = {
     str: "text",
@@ -22,16 +28,32 @@ _KIND: dict[type, str] = {
     dict: "object",
 }
 _FAMILY = {"text": "string", "long": "number", "float": "number", "boolean": "bool", "object": "o"}
+_NONE = type(None)
+_ACCEPT = {
+    "text": frozenset({str, _NONE}),
+    "long": frozenset({int, float, _NONE}),
+    "float": frozenset({int, float, _NONE}),
+    "boolean": frozenset({bool, _NONE}),
+}
 _BAD_INDEX_CHARS = frozenset('\\/*?"<>| ,#:')
 
 
-def mapping_problem(fields: dict[str, str], source: dict[str, Any], doc_id: str) -> str | None:
+def mapping_problem(
+    fields: dict[str, str],
+    accept: dict[str, frozenset[type]],
+    source: dict[str, Any],
+    doc_id: str,
+) -> str | None:
     """Why ``source`` does not fit ``fields``, or None after recording its new fields."""
     new: dict[str, str] = {}
     conflict = _walk(fields, new, source, "")
     if conflict is None:
         if new:
             fields.update(new)
+            for key in source:
+                types = _ACCEPT.get(fields.get(key, ""))
+                if types is not None and key != MARKER_FIELD:
+                    accept[key] = types
         return None
     path, existing, value = conflict
     if existing == "object":

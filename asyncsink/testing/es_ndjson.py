@@ -6,7 +6,7 @@ applies nothing: this module runs first and raises :class:`EsRequestError` (400)
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NoReturn
 
 import orjson
 
@@ -52,8 +52,13 @@ def parse_bulk(body: bytes, default_index: str | None) -> list[BulkOp]:
     problems: list[str] = []
     i, n = 0, len(values)
     while i < n:
+        action = values[i]
         line = i + 1 if numbers is None else numbers[i]
-        op, meta = _action(values[i], line)
+        if type(action) is not dict or len(action) != 1:
+            _malformed(action, line)
+        ((op, meta),) = action.items()
+        if op not in _OPS or type(meta) is not dict or not meta.keys() <= _META_KEYS:
+            _malformed(action, line)
         index = meta.get("_index", default_index)
         doc_id = meta.get("_id")
         source: Any = None
@@ -69,27 +74,35 @@ def parse_bulk(body: bytes, default_index: str | None) -> list[BulkOp]:
                 "illegal_argument_exception",
                 f"Malformed action/metadata line [{line}], [{op}] needs a source line after it",
             )
-        if not isinstance(index, str):
-            problems.append("index is missing")
-            index = ""
-        if doc_id is not None:
-            doc_id = doc_id if type(doc_id) is str else str(doc_id)
-            if not doc_id:
-                problems.append("if _id is specified it must not be empty")
-            elif len(doc_id) > 128 and len(doc_id.encode()) > 512:
-                problems.append(f"id [{doc_id}] is too long, must be no longer than 512 bytes")
-        elif op == "update" or op == "delete":
-            problems.append("id is missing")
-        if op == "update" and not (
-            type(source) is dict and ("doc" in source or "upsert" in source or "script" in source)
-        ):
-            problems.append("script or doc is missing")
+        if type(index) is not str or type(doc_id) is not str or len(doc_id) > 128 or op == "update":
+            index, doc_id = _check_op(op, index, doc_id, source, problems)
         ops.append((op, index, doc_id, meta, source, raw))
     raise_validation(problems)
     return ops
 
 
-def _action(value: Any, line: int) -> tuple[str, dict[str, Any]]:
+def _check_op(
+    op: str, index: Any, doc_id: Any, source: Any, problems: list[str]
+) -> tuple[str, str | None]:
+    if not isinstance(index, str):
+        problems.append("index is missing")
+        index = ""
+    if doc_id is not None:
+        doc_id = doc_id if type(doc_id) is str else str(doc_id)
+        if not doc_id:
+            problems.append("if _id is specified it must not be empty")
+        elif len(doc_id.encode()) > 512:
+            problems.append(f"id [{doc_id}] is too long, must be no longer than 512 bytes")
+    elif op == "update" or op == "delete":
+        problems.append("id is missing")
+    if op == "update" and not (
+        type(source) is dict and ("doc" in source or "upsert" in source or "script" in source)
+    ):
+        problems.append("script or doc is missing")
+    return index, doc_id
+
+
+def _malformed(value: Any, line: int) -> NoReturn:
     if type(value) is not dict or len(value) != 1:
         raise EsRequestError(
             400,
@@ -110,14 +123,12 @@ def _action(value: Any, line: int) -> tuple[str, dict[str, Any]]:
             "illegal_argument_exception",
             f"Malformed action/metadata line [{line}], expected START_OBJECT",
         )
-    if not meta.keys() <= _META_KEYS:
-        unknown = sorted(meta.keys() - _META_KEYS)[0]
-        raise EsRequestError(
-            400,
-            "illegal_argument_exception",
-            f"Action/metadata line [{line}] contains an unknown parameter [{unknown}]",
-        )
-    return op, meta
+    unknown = sorted(meta.keys() - _META_KEYS)[0]
+    raise EsRequestError(
+        400,
+        "illegal_argument_exception",
+        f"Action/metadata line [{line}] contains an unknown parameter [{unknown}]",
+    )
 
 
 def _split(body: bytes) -> tuple[list[Any], list[bytes], list[int] | None]:

@@ -24,7 +24,7 @@ from .es_errors import (
     missing_index_cause,
     raise_validation,
 )
-from .es_mapping import index_name_problem, mapping_problem
+from .es_mapping import MARKER_FIELD, index_name_problem, mapping_problem
 from .es_ndjson import parse_bulk
 
 __all__ = ["EsStore"]
@@ -39,18 +39,33 @@ _FAULTS = {
     503: ("unavailable_shards_exception", "[{}][0] primary shard is not active Timeout: [1m]"),
 }
 
+_SHARDS_JSON = orjson.dumps(_SHARDS).decode()
+_NOTHING: frozenset[type] = frozenset()
+
 # A stored document: (source bytes, _version, _seq_no, whether the server generated its id).
 _Doc = tuple[bytes, int, int, bool]
 
 
 class _Index:
-    __slots__ = ("name", "uuid", "docs", "fields", "seq_no", "auto_sources", "duplicate_sources")
+    __slots__ = (
+        "name",
+        "uuid",
+        "docs",
+        "fields",
+        "accept",
+        "name_json",
+        "seq_no",
+        "auto_sources",
+        "duplicate_sources",
+    )
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.uuid = os.urandom(16).hex()[:22]
         self.docs: dict[str, _Doc] = {}
         self.fields: dict[str, str] = {}
+        self.accept: dict[str, frozenset[type]] = {}
+        self.name_json = orjson.dumps(name).decode()
         self.seq_no = -1
         self.auto_sources: dict[bytes, int] = {}
         self.duplicate_sources = 0
@@ -137,47 +152,57 @@ class EsStore:
             EsRequestError: the body is malformed; nothing was applied.
         """
         start = time.perf_counter()
-        items: list[dict[str, Any]] = []
+        parts: list[str] = []
         errors = False
         by_status = self.items_by_status
         for op, index, doc_id, meta, source, raw in parse_bulk(body, default_index):
             fault = item_fault()
             if fault:
                 error_type, reason = _FAULTS[fault]
-                result = item_failure(index, doc_id, fault, error_type, reason.format(index))
+                failure = item_failure(index, doc_id, fault, error_type, reason.format(index))
+                status, part, failed = _render(op, failure)
             elif op == "index" or op == "create":
-                result = self._index(op, index, doc_id, meta, source, raw)
+                status, part, failed = self._index(op, index, doc_id, meta, source, raw)
             elif op == "update":
                 assert doc_id is not None
-                result = self._update(index, doc_id, meta, source)
+                status, part, failed = _render(op, self._update(index, doc_id, meta, source))
             else:
                 assert doc_id is not None
-                result = self._delete(index, doc_id, meta)
-            status = result["status"]
+                status, part, failed = _render(op, self._delete(index, doc_id, meta))
             by_status[status] = by_status.get(status, 0) + 1
-            if "error" in result:
-                errors = True
-            items.append({op: result})
+            errors = errors or failed
+            parts.append(part)
         took = int((time.perf_counter() - start) * 1000)
-        return orjson.dumps({"errors": errors, "took": took, "items": items})
+        head = f'{{"errors":{"true" if errors else "false"},"took":{took},"items":['
+        return (head + ",".join(parts) + "]}").encode()
 
     def _index(
         self, op: str, name: str, doc_id: str | None, meta: dict[str, Any], source: Any, raw: bytes
-    ) -> dict[str, Any]:
-        idx = self._index_for_write(name)
-        if not isinstance(idx, _Index):
-            return item_failure(name, doc_id, 400, "invalid_index_name_exception", idx)
+    ) -> tuple[int, str, bool]:
+        idx = self.indices.get(name)
+        if idx is None:
+            idx = self._new_index(name)
+            if not isinstance(idx, _Index):
+                failure = item_failure(name, doc_id, 400, "invalid_index_name_exception", idx)
+                return _render(op, failure)
         auto = doc_id is None
         if doc_id is None:
             self._id_counter += 1
             doc_id = f"{self._id_prefix}{self._id_counter:010d}"
-        problem = _source_problem(idx, source, doc_id)
-        if problem is not None:
-            return problem
+        if type(source) is not dict:
+            return _render(op, _source_problem(idx, source, doc_id))
+        accept = idx.accept
+        for key, value in source.items():
+            if type(value) not in accept.get(key, _NOTHING):
+                problem = _source_problem(idx, source, doc_id)
+                if problem is not None:
+                    return _render(op, problem)
+                break
         old = idx.docs.get(doc_id)
-        conflict = _concurrency_conflict(idx, doc_id, old, meta)
-        if conflict is not None:
-            return conflict
+        if "if_seq_no" in meta or "if_primary_term" in meta:
+            conflict = _concurrency_conflict(idx, doc_id, old, meta)
+            if conflict is not None:
+                return _render(op, conflict)
         if old is None:
             version, result, status = 1, "created", 201
         elif op == "create":
@@ -185,13 +210,28 @@ class EsStore:
                 f"[{doc_id}]: version conflict, document already exists "
                 f"(current version [{old[1]}])"
             )
-            return idx.failure(doc_id, 409, "version_conflict_engine_exception", reason)
+            return _render(
+                op, idx.failure(doc_id, 409, "version_conflict_engine_exception", reason)
+            )
         else:
             version, result, status = old[1] + 1, "updated", 200
             self.duplicate_applications += 1
-        seq_no = idx.next_seq_no()
-        idx.put(doc_id, (raw, version, seq_no, auto))
-        return idx.success(doc_id, version, result, seq_no, status)
+        idx.seq_no += 1
+        seq_no = idx.seq_no
+        if auto or (old is not None and old[3]):
+            idx.put(doc_id, (raw, version, seq_no, auto))
+        else:
+            idx.docs[doc_id] = (raw, version, seq_no, False)
+        id_json = orjson.dumps(doc_id).decode()
+        return (
+            status,
+            (
+                f'{{"{op}":{{"_index":{idx.name_json},"_id":{id_json},"_version":{version},'
+                f'"result":"{result}","_shards":{_SHARDS_JSON},"_seq_no":{seq_no},'
+                f'"_primary_term":1,"status":{status}}}}}'
+            ),
+            False,
+        )
 
     def _update(
         self, name: str, doc_id: str, meta: dict[str, Any], body: dict[str, Any]
@@ -244,11 +284,13 @@ class EsStore:
 
     def _index_for_write(self, name: str) -> _Index | str:
         idx = self.indices.get(name)
-        if idx is None:
-            problem = index_name_problem(name)
-            if problem is not None:
-                return problem
-            idx = self.indices[name] = _Index(name)
+        return idx if idx is not None else self._new_index(name)
+
+    def _new_index(self, name: str) -> _Index | str:
+        problem = index_name_problem(name)
+        if problem is not None:
+            return problem
+        idx = self.indices[name] = _Index(name)
         return idx
 
     # -- reads and index admin --------------------------------------------------------------
@@ -362,14 +404,18 @@ class EsStore:
         return orjson.dumps({doc_id: orjson.Fragment(doc[0]) for doc_id, doc in idx.docs.items()})
 
 
+def _render(op: str, result: dict[str, Any]) -> tuple[int, str, bool]:
+    return result["status"], orjson.dumps({op: result}).decode(), "error" in result
+
+
 def _source_problem(idx: _Index, source: Any, doc_id: str) -> dict[str, Any] | None:
     if type(source) is not dict:
         reason = "[1:1] failed to parse: the document source must be a JSON object"
         return idx.failure(doc_id, 400, "document_parsing_exception", reason)
-    if source.get("_bad") is True:
+    if source.get(MARKER_FIELD) is True:
         reason = "[1:2] failed to parse: the document is marked [_bad]"
         return idx.failure(doc_id, 400, "document_parsing_exception", reason)
-    problem = mapping_problem(idx.fields, source, doc_id)
+    problem = mapping_problem(idx.fields, idx.accept, source, doc_id)
     if problem is not None:
         return idx.failure(doc_id, 400, "mapper_parsing_exception", problem)
     return None

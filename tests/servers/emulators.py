@@ -42,11 +42,34 @@ server.listen(0, '127.0.0.1', () => {
 """
 
 _MOTO_SERVER = """
-import os, sys
+import copy, os, sys, types
 from werkzeug.serving import make_server
+from moto.dynamodb import models
+from moto.dynamodb.models.table import Table
 from moto.moto_server.werkzeug_app import (
     DomainDispatcherApplication, MotoRequestHandler, create_backend_app,
 )
+
+# moto backs up a table once per action of a transaction, before running any of them, so
+# that it can roll back; one copy per table and transaction is the same backup, and keeps
+# transactions on tables of thousands of items fast. Requests run one at a time here.
+transact_write_items = models.DynamoDBBackend.transact_write_items
+
+def transact_once(self, transact_items):
+    backups = {}
+    def deepcopy_once(value):
+        if not isinstance(value, Table):
+            return copy.deepcopy(value)
+        if id(value) not in backups:
+            backups[id(value)] = (value, copy.deepcopy(value))
+        return backups[id(value)][1]
+    models.copy = types.SimpleNamespace(deepcopy=deepcopy_once)
+    try:
+        return transact_write_items(self, transact_items)
+    finally:
+        models.copy = copy
+
+models.DynamoDBBackend.transact_write_items = transact_once
 server = make_server(
     "127.0.0.1", 0, DomainDispatcherApplication(create_backend_app),
     threaded=False, request_handler=MotoRequestHandler,

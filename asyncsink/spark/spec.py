@@ -1,0 +1,118 @@
+"""What a Spark task needs to build its writer: a picklable recipe, checked on the driver.
+
+A ``SinkSpec`` names the writer (a shim such as ``"http"``, or ``"module:Class"`` for a
+custom ``AsyncSinkWriter``), carries its options as Spark strings and the durable options
+that say where call records live. It is built and validated on the driver, so a bad
+option fails the query before any task starts, and it is shipped to the executors, which
+build a fresh writer from it for each partition.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sinks import SHIMS, shim_factory
+
+from ..durable.call_log import CallLog
+from ..options import Options, SinkOptions, option, parse_options, raise_unknown
+from ..writer import AsyncSinkWriter
+
+__all__ = ["DEFAULT_RECORD_STORE", "DurableOptions", "SinkSpec"]
+
+DEFAULT_RECORD_STORE = "sqlite:///" + os.path.join(
+    tempfile.gettempdir(), "asyncsink", "records.db"
+).lstrip("/")
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class DurableOptions(Options):
+    """Options of the Spark integration itself: identity and call records."""
+
+    sink_id: str | None = option(
+        None,
+        kind="str",
+        doc="Names the query or job; stable across restarts. Setting it turns on durable "
+        "call records (no re-send on task retry or batch replay).",
+    )
+    record_store: str = option(
+        DEFAULT_RECORD_STORE,
+        kind="str",
+        doc="Where call records live: sqlite:///path.db (one machine), dynamodb://table"
+        "?region=... (clusters) or memory://name (tests).",
+    )
+    batch_id: int = option(
+        0,
+        minimum=0,
+        doc="Job-level id of a batch write's durable scope; use a new one per logical run "
+        "(streaming writes use the micro-batch id).",
+    )
+    retain_batches: int = option(
+        10,
+        minimum=0,
+        doc="After a streaming batch commits, records of batches older than this many are "
+        "purged (0 keeps them).",
+    )
+    writer: str | None = option(
+        None,
+        kind="str",
+        doc="For the generic data source: the writer class, as module:Class.",
+    )
+
+
+@dataclass(frozen=True)
+class SinkSpec:
+    """A picklable recipe for a partition's writer.
+
+    Args:
+        sink: a shim name (``http``, ``kinesis``, ``elasticsearch``) or ``module:Class``
+            of an ``AsyncSinkWriter`` subclass (or of a ``create_writer``-style factory).
+        options: Spark string options for the writer, the core and the durable layer.
+    """
+
+    sink: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        durable, rest = parse_options(DurableOptions, self.options)
+        object.__setattr__(self, "durable", durable)
+        object.__setattr__(self, "writer_options", rest)
+        self.build()  # validates every option now, on the driver
+
+    durable: DurableOptions = field(init=False, repr=False, compare=False)
+    writer_options: Mapping[str, Any] = field(init=False, repr=False, compare=False)
+
+    def build(self, call_log: CallLog | None = None) -> AsyncSinkWriter[Any, Any]:
+        """A new writer for one partition (not opened yet).
+
+        Raises:
+            OptionError: an option is unknown or invalid.
+            ValueError, ImportError: the sink cannot be found.
+        """
+        target = _resolve(self.sink)
+        if isinstance(target, type) and issubclass(target, AsyncSinkWriter):
+            core, unknown = parse_options(SinkOptions, self.writer_options)
+            if unknown:
+                raise_unknown(unknown, [SinkOptions, DurableOptions])
+            return target(options=core, call_log=call_log)
+        writer: AsyncSinkWriter[Any, Any] = target(self.writer_options, call_log=call_log)
+        return writer
+
+    def __repr__(self) -> str:
+        return f"SinkSpec({self.sink!r}, sink_id={self.durable.sink_id!r})"
+
+
+def _resolve(sink: str) -> Any:
+    if sink.lower() in SHIMS:
+        return shim_factory(sink)
+    module_name, sep, attr = sink.partition(":")
+    if not sep:
+        raise ValueError(
+            f"sink {sink!r} is neither a known sink ({', '.join(sorted(SHIMS))}) nor a "
+            "'module:Class' path"
+        )
+    return getattr(importlib.import_module(module_name), attr)

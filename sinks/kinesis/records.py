@@ -1,0 +1,213 @@
+"""From an input row to a Kinesis record: payload bytes, partition key, explicit hash key.
+
+Rows are Spark ``Row`` objects (recognised by their ``asDict`` method, so Spark is never
+imported here), dicts or other mappings. A row that cannot become a record raises
+``ValueError`` or ``TypeError`` naming the field and the reason; the writer reports it as
+a bad record at the row's position.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import decimal
+import hashlib
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from .options import MAX_PARTITION_KEY_LENGTH, KinesisOptions
+
+__all__ = ["KinesisEntry", "RecordConverter", "as_mapping", "to_json"]
+
+_MAX_HASH_KEY = 2**128
+_JSON_OPTIONS = orjson.OPT_NON_STR_KEYS
+
+
+@dataclass(frozen=True, slots=True)
+class KinesisEntry:
+    """One Kinesis record: its data, its partition key and, optionally, an explicit hash
+    key (a decimal integer in [0, 2^128) that picks the shard instead of the key's hash)."""
+
+    data: bytes
+    partition_key: str
+    explicit_hash_key: str | None = None
+
+    @property
+    def size(self) -> int:
+        """Bytes as Kinesis counts them against its limits: data plus partition key."""
+        return len(self.data) + len(self.partition_key.encode("utf-8"))
+
+    def to_request(self) -> dict[str, Any]:
+        """The record as a PutRecords ``Records`` member."""
+        record: dict[str, Any] = {"Data": self.data, "PartitionKey": self.partition_key}
+        if self.explicit_hash_key is not None:
+            record["ExplicitHashKey"] = self.explicit_hash_key
+        return record
+
+
+def as_mapping(element: Any) -> Mapping[str, Any]:
+    """A Spark ``Row`` (anything with ``asDict``) or a mapping, as a mapping.
+
+    Raises:
+        TypeError: the element is neither.
+    """
+    as_dict = getattr(element, "asDict", None)
+    if callable(as_dict):
+        result = as_dict()
+        if isinstance(result, Mapping):
+            return result
+    if isinstance(element, Mapping):
+        return element
+    raise TypeError(f"expected a Row, a dict or a mapping, got {type(element).__name__}")
+
+
+def to_json(row: Mapping[str, Any]) -> bytes:
+    """The row as a JSON object, in UTF-8.
+
+    Dates, times and timestamps are ISO 8601 strings, decimals exact JSON numbers, binary
+    values base64 strings, nested rows objects; NaN and infinite floats become ``null``.
+
+    Raises:
+        TypeError: a value has no JSON form; the message names its field.
+    """
+    try:
+        return orjson.dumps(row, default=_json_default, option=_JSON_OPTIONS)
+    except TypeError as exc:
+        raise TypeError(_json_failure(row, exc)) from exc
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, decimal.Decimal):
+        if not value.is_finite():
+            raise TypeError(f"decimal {value} has no JSON form")
+        return orjson.Fragment(str(value).encode())
+    if isinstance(value, bytes | bytearray | memoryview):
+        return base64.b64encode(value).decode("ascii")
+    as_dict = getattr(value, "asDict", None)
+    if callable(as_dict):
+        return as_dict()
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    raise TypeError(f"{type(value).__name__} has no JSON form")
+
+
+def _json_failure(row: Mapping[str, Any], exc: TypeError) -> str:
+    for name, value in row.items():
+        try:
+            orjson.dumps(value, default=_json_default, option=_JSON_OPTIONS)
+        except TypeError as cause:
+            return f"field {name!r} cannot be written as JSON: {cause}"
+    return f"the row cannot be written as JSON: {exc}"
+
+
+def _field(row: Mapping[str, Any], name: str, role: str) -> Any:
+    try:
+        return row[name]
+    except KeyError:
+        names = ", ".join(list(map(str, row))[:20]) or "none"
+        raise ValueError(f"{role} field {name!r} is missing (the row's fields: {names})") from None
+
+
+def _key_text(value: Any, what: str) -> str:
+    if value is None:
+        raise ValueError(f"{what} is null")
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float | decimal.Decimal | uuid.UUID):
+        return str(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{what} is binary that is not UTF-8 text") from exc
+    if isinstance(value, datetime.date | datetime.time):
+        return value.isoformat()
+    raise TypeError(f"{what} holds {type(value).__name__}; expected text, a number or a date")
+
+
+class RecordConverter:
+    """Turns input elements into ``KinesisEntry`` records as ``KinesisOptions`` say."""
+
+    def __init__(self, options: KinesisOptions) -> None:
+        self._mode = options.resolved_partition_key_mode
+        self._key_fields = options.key_fields
+        self._fixed_key = options.partition_key or ""
+        self._key_fn: Callable[[Any], Any] | None = options.partition_key_fn
+        self._hash_key_field = options.explicit_hash_key_field
+        self._payload_field = options.payload_field
+
+    def __call__(self, element: Any) -> KinesisEntry:
+        """The record for ``element``.
+
+        Raises:
+            ValueError, TypeError: the element cannot become a record; the message names
+                the field and the reason.
+        """
+        row = as_mapping(element)
+        data = self._payload(row)
+        key = self._partition_key(element, row, data)
+        if not 1 <= len(key) <= MAX_PARTITION_KEY_LENGTH:
+            raise ValueError(
+                f"the partition key has {len(key)} characters; Kinesis takes 1 to "
+                f"{MAX_PARTITION_KEY_LENGTH}"
+            )
+        hash_key = self._explicit_hash_key(row) if self._hash_key_field else None
+        return KinesisEntry(data, key, hash_key)
+
+    def _payload(self, row: Mapping[str, Any]) -> bytes:
+        name = self._payload_field
+        if name is None:
+            return to_json(row)
+        value = _field(row, name, "payload")
+        if isinstance(value, bytes):
+            return value
+        if isinstance(value, str):
+            return value.encode("utf-8")
+        if isinstance(value, bytearray | memoryview):
+            return bytes(value)
+        if value is None:
+            raise ValueError(f"payload field {name!r} is null")
+        raise TypeError(
+            f"payload field {name!r} holds {type(value).__name__}; expected bytes or text"
+        )
+
+    def _partition_key(self, element: Any, row: Mapping[str, Any], data: bytes) -> str:
+        mode = self._mode
+        if mode == "hash":
+            return hashlib.blake2b(data, digest_size=16).hexdigest()
+        if mode == "field":
+            return "|".join(
+                _key_text(_field(row, name, "partition key"), f"partition key field {name!r}")
+                for name in self._key_fields
+            )
+        if mode == "fixed":
+            return self._fixed_key
+        if mode == "random":
+            return uuid.uuid4().hex
+        assert self._key_fn is not None
+        return _key_text(self._key_fn(element), "the partition key from partitionKeyFn")
+
+    def _explicit_hash_key(self, row: Mapping[str, Any]) -> str:
+        name = self._hash_key_field
+        assert name is not None
+        value = _field(row, name, "explicit hash key")
+        what = f"explicit hash key field {name!r}"
+        if isinstance(value, str) and value.isascii() and value.isdigit():
+            number = int(value)
+        elif isinstance(value, int) and not isinstance(value, bool):
+            number = value
+        elif isinstance(value, decimal.Decimal) and value == value.to_integral_value():
+            number = int(value)
+        else:
+            raise ValueError(f"{what} holds {value!r}; expected a decimal integer")
+        if not 0 <= number < _MAX_HASH_KEY:
+            raise ValueError(f"{what} holds {number}, outside [0, 2^128)")
+        return str(number)

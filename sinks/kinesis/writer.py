@@ -1,0 +1,208 @@
+"""``KinesisWriter``: delivers rows to an Amazon Kinesis data stream with PutRecords.
+
+Delivery is at least once. PutRecords has no idempotency key: a request that timed out
+on the client may still have been stored, and re-sending it stores its records again, so
+consumers should tolerate duplicates (the durable call log keeps replays of a task from
+re-sending what was acknowledged, but cannot tell for a request that got no answer).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any, Self
+
+from asyncsink.durable.call_log import CallLog
+from asyncsink.errors import DestinationError, RetryableError
+from asyncsink.options import SinkOptions, parse_options, raise_unknown
+from asyncsink.request import SubmitResult
+from asyncsink.writer import AsyncSinkWriter
+
+from .clients import ClientSettings, get_client
+from .errors import THROTTLING_CODES, translate_error
+from .options import DEFAULT_REQUEST_BYTES, KINESIS_SINK_DEFAULTS, KinesisOptions
+from .options import sink_options_for_kinesis as _sink_options
+from .records import KinesisEntry, RecordConverter, as_mapping, to_json
+
+__all__ = ["KinesisWriter", "create_writer"]
+
+log = logging.getLogger("asyncsink.kinesis")
+
+_EXPECTED_RECORD_CODES = THROTTLING_CODES | {"InternalFailure"}
+
+
+class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
+    """Writes Spark ``Row`` objects, dicts or other mappings to a Kinesis data stream.
+
+    Each element becomes one record (see ``KinesisOptions`` for the payload and the
+    partition key). Requests respect the PutRecords limits (500 records and 5 MiB by
+    default, at most 10 MiB); a record above the stream's maximum size is a bad record.
+    Records that fail inside a request are retried on their own: throttled ones
+    (``ProvisionedThroughputExceededException``) also shrink the in-flight window.
+    Whole-request failures are retried when transient and fail the writer at once when
+    retrying cannot help (see ``sinks.kinesis.errors``).
+
+    The writer uses its process's shared client for its event loop (``sinks.kinesis.
+    clients``) unless ``client`` is given, which then belongs to the caller.
+
+    Args:
+        kinesis: the stream and how rows become records.
+        options: buffering hints and retry policy; the Kinesis defaults if omitted.
+        call_log: durable call records for this writer's scope.
+        client: an aiobotocore Kinesis client to use instead of the shared one.
+
+    Raises:
+        OptionError: an option exceeds a PutRecords limit.
+    """
+
+    def __init__(
+        self,
+        kinesis: KinesisOptions,
+        *,
+        options: SinkOptions | None = None,
+        call_log: CallLog | None = None,
+        client: Any = None,
+    ) -> None:
+        super().__init__(options=_sink_options(kinesis, options), call_log=call_log)
+        self.kinesis = kinesis
+        self._convert = RecordConverter(kinesis)
+        self._client = client
+        self._stream_parameters = kinesis.stream_parameters
+        self._secrets = kinesis.secrets
+        timeout = self.options.request_timeout_ms / 1000
+        self._settings = ClientSettings(
+            region=kinesis.effective_region,
+            endpoint_url=kinesis.endpoint_url,
+            aws_access_key_id=kinesis.aws_access_key_id,
+            aws_secret_access_key=kinesis.aws_secret_access_key,
+            aws_session_token=kinesis.aws_session_token,
+            connect_timeout=min(10.0, timeout),
+            read_timeout=timeout,
+            max_pool_connections=max(10, self.options.max_in_flight_requests),
+        )
+
+    @property
+    def client(self) -> Any:
+        """The aiobotocore client in use (``None`` until the writer is opened)."""
+        return self._client
+
+    async def __aenter__(self) -> Self:
+        if self._client is None:
+            try:
+                self._client = await get_client(self._settings)
+            except Exception as exc:
+                error = self._translate(exc)
+                if error is None:
+                    raise
+                raise error from exc
+        return await super().__aenter__()
+
+    # ------------------------------------------------------------------ the contract
+
+    def convert(self, element: Any) -> KinesisEntry:
+        """The Kinesis record for a ``Row``, dict or mapping (see ``KinesisOptions``)."""
+        return self._convert(element)
+
+    def entry_size(self, entry: KinesisEntry) -> int:
+        """Data plus UTF-8 partition key, as Kinesis counts a record against its limits."""
+        return entry.size
+
+    def serialize_entry(self, entry: Any) -> bytes:
+        """The record's data (for content digests and dead letters); for an element that
+        could not be converted, its JSON form when it has one."""
+        if isinstance(entry, KinesisEntry):
+            return entry.data
+        try:
+            return to_json(as_mapping(entry))
+        except (TypeError, ValueError):
+            return super().serialize_entry(entry)
+
+    async def submit_request_entries(
+        self, entries: list[KinesisEntry]
+    ) -> Sequence[KinesisEntry] | SubmitResult | None:
+        """One PutRecords request; records that failed in it are returned for retry.
+
+        Raises:
+            ThrottledError, RetryableError, FatalError: the whole request failed.
+        """
+        records = [entry.to_request() for entry in entries]
+        try:
+            response = await self._client.put_records(Records=records, **self._stream_parameters)
+        except Exception as exc:
+            error = self._translate(exc)
+            if error is None:
+                raise
+            raise error from exc
+        if not response.get("FailedRecordCount"):
+            return None
+        return self._partial_failure(response.get("Records") or [], len(entries))
+
+    def _partial_failure(self, results: list[Mapping[str, Any]], sent: int) -> SubmitResult:
+        if len(results) != sent:
+            raise RetryableError(
+                f"Kinesis stream {self.kinesis.stream!r}: PutRecords answered for "
+                f"{len(results)} records of {sent}"
+            )
+        retry: list[int] = []
+        codes: dict[str, int] = {}
+        throttled = False
+        unexpected: list[str] = []
+        for index, result in enumerate(results):
+            code = result.get("ErrorCode")
+            if not code:
+                continue
+            retry.append(index)
+            codes[code] = codes.get(code, 0) + 1
+            if code in THROTTLING_CODES:
+                throttled = True
+            if code not in _EXPECTED_RECORD_CODES and len(unexpected) < 3:
+                unexpected.append(f"{code}: {result.get('ErrorMessage', '')}")
+        if unexpected:
+            log.warning(
+                "Kinesis stream %r: records failed with unexpected error codes, retrying them: %s",
+                self.kinesis.stream,
+                self._scrub("; ".join(unexpected)),
+            )
+        return SubmitResult(retry=retry, throttled=throttled, detail={"errorCodes": codes})
+
+    def _translate(self, exc: Exception) -> DestinationError | None:
+        error = translate_error(exc, self.kinesis.stream)
+        if error is None:
+            return None
+        message = self._scrub(str(error))
+        if message != str(error):
+            error = type(error)(message, retry_after=error.retry_after, status=error.status)
+        return error
+
+    def _scrub(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def __repr__(self) -> str:
+        base = super().__repr__()
+        return f"{base[:-1]} stream={self.kinesis.stream!r}>"
+
+
+def create_writer(options: Mapping[str, Any], **kwargs: Any) -> KinesisWriter:
+    """A ``KinesisWriter`` from one mapping of Spark options (string values, names
+    matched case-insensitively), holding both the Kinesis options (``KinesisOptions``)
+    and the writer's (``SinkOptions``, with the Kinesis defaults).
+
+    Values may also be Python objects (a ``partitionKeyFn`` callable, a ``deadLetter``
+    callable). ``kwargs`` go to ``KinesisWriter`` (``call_log``, ``client``).
+
+    Raises:
+        OptionError: an unknown option (named, with the known ones), an invalid value, or
+            a value above a PutRecords limit.
+    """
+    kinesis, rest = parse_options(KinesisOptions, options)
+    defaults: dict[str, Any] = dict(KINESIS_SINK_DEFAULTS)
+    defaults["max_record_size_in_bytes"] = kinesis.max_record_size_in_bytes
+    defaults["max_batch_size_in_bytes"] = max(
+        DEFAULT_REQUEST_BYTES, kinesis.max_record_size_in_bytes
+    )
+    sink, rest = parse_options(SinkOptions, {**defaults, **rest})
+    if rest:
+        raise_unknown(rest, [SinkOptions, KinesisOptions])
+    return KinesisWriter(kinesis, options=sink, **kwargs)

@@ -1,0 +1,39 @@
+"""Writers the Spark tests ship to executors by ``module:function`` path."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from pyspark import TaskContext
+
+from sinks.http import create_writer as create_http_writer
+
+
+def create_killing_writer(options: Mapping[str, Any], **kwargs: Any) -> Any:
+    """An HTTP writer whose first attempt of partition 0 dies (``os._exit``) after
+    ``killAfterRequests`` acknowledged requests, or raises (``killMode`` = ``raise``)."""
+    options = dict(options)
+    after = int(options.pop("killAfterRequests"))
+    mode = options.pop("killMode", "exit")
+    writer = create_http_writer(options, **kwargs)
+    context = TaskContext.get()
+    doomed = context is not None and context.attemptNumber() == 0 and context.partitionId() == 0
+    if not doomed:
+        return writer
+    submit = writer.submit_request_entries
+    done = 0
+
+    async def submit_then_die(entries: list[Any]) -> Any:
+        nonlocal done
+        result = await submit(entries)
+        done += 1
+        if done >= after:
+            if mode == "exit":
+                os._exit(1)
+            raise RuntimeError("injected task failure")
+        return result
+
+    writer.submit_request_entries = submit_then_die  # type: ignore[method-assign]
+    return writer

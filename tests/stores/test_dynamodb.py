@@ -1,0 +1,244 @@
+"""DynamoDBStore against local emulators.
+
+The conformance suite runs on moto's server, which implements ``TransactWriteItems``.
+dynalite 4.0.0 has no transactions; against it the tests check what it does serve (table
+creation, the epoch counter, queries, scans, batch deletes) and how an unsupported
+operation surfaces.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import pytest
+from botocore.exceptions import ClientError
+
+from asyncsink.errors import DurableError, FencedError
+from asyncsink.stores import RecordStore, Scope, open_store
+from asyncsink.stores.dynamodb import (
+    MAX_ITEM_BYTES,
+    AwsCredentials,
+    DynamoDBStore,
+    _chunks,
+    _is_conflict,
+)
+from tests.stores.conformance import StoreConformance
+
+KEY_ID = "AKIDEXAMPLESTORE0001"
+SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYSECRETKEY"
+CREDENTIALS = AwsCredentials(KEY_ID, SECRET, "session-token-value")
+SCOPE = Scope("dyn", 1, 0)
+
+
+def _store(endpoint: str, **options: Any) -> DynamoDBStore:
+    table = f"records-{uuid.uuid4().hex[:12]}"
+    return DynamoDBStore(table, "us-east-1", endpoint, credentials=CREDENTIALS, **options)
+
+
+@pytest.mark.emulator
+class TestDynamoDBStore(StoreConformance):
+    @pytest.fixture
+    async def store(self, moto_endpoint: str) -> AsyncIterator[RecordStore]:
+        async with _store(moto_endpoint) as store:
+            yield store
+
+
+pytestmark = pytest.mark.emulator
+
+
+@pytest.mark.anyio
+async def test_a_put_larger_than_one_transaction_round_trips(moto_endpoint: str) -> None:
+    records = {f"r{i:03d}": bytes([i % 251]) * (100 * 1024) for i in range(45)}
+    async with _store(moto_endpoint) as store:
+        epoch = (await store.take(SCOPE)).epoch
+        await store.put(SCOPE, epoch, records)
+        state = await store.load(SCOPE)
+    assert state is not None and dict(state.records) == records
+
+
+@pytest.mark.anyio
+async def test_every_chunk_of_a_large_put_carries_the_epoch_condition(
+    moto_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    records = {f"r{i:03d}": b"v" for i in range(250)}
+    async with _store(moto_endpoint) as store:
+        old = (await store.take(SCOPE)).epoch
+        transact = store._transact
+        chunks_sent = 0
+
+        async def take_over_after_first_chunk(*args: Any) -> None:
+            nonlocal chunks_sent
+            await transact(*args)
+            chunks_sent += 1
+            if chunks_sent == 1:
+                await store.take(SCOPE)
+
+        monkeypatch.setattr(store, "_transact", take_over_after_first_chunk)
+        with pytest.raises(FencedError) as caught:
+            await store.put(SCOPE, old, records)
+        assert caught.value.current == old + 1
+        assert chunks_sent == 1, "the second chunk was refused"
+        state = await store.load(SCOPE)
+    assert state is not None
+    assert dict(state.records) == dict(list(records.items())[:99]), "only the first chunk"
+
+
+@pytest.mark.anyio
+async def test_a_record_too_large_for_an_item_is_refused_before_any_write(
+    moto_endpoint: str,
+) -> None:
+    async with _store(moto_endpoint) as store:
+        epoch = (await store.take(SCOPE)).epoch
+        with pytest.raises(DurableError, match="at most"):
+            await store.put(SCOPE, epoch, {"small": b"x", "huge": b"x" * MAX_ITEM_BYTES})
+        state = await store.load(SCOPE)
+    assert state is not None and dict(state.records) == {}
+
+
+@pytest.mark.anyio
+async def test_complete_drops_more_records_than_one_transaction_holds(
+    moto_endpoint: str,
+) -> None:
+    async with _store(moto_endpoint) as store:
+        epoch = (await store.take(SCOPE)).epoch
+        await store.put(SCOPE, epoch, {f"r{i}": b"v" for i in range(230)})
+        await store.complete(SCOPE, epoch)
+        state = await store.load(SCOPE)
+        (info,) = await store.scopes()
+    assert state is not None and state.completed and dict(state.records) == {}
+    assert info.record_count == 0
+
+
+@pytest.mark.anyio
+async def test_open_store_url_uses_the_credential_chain(
+    moto_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", KEY_ID)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    table = f"url-{uuid.uuid4().hex[:12]}"
+    store = open_store(f"dynamodb://{table}?region=us-east-1&endpoint_url={moto_endpoint}")
+    assert isinstance(store, DynamoDBStore) and store.table == table
+    async with store:
+        assert (await store.take(SCOPE)).epoch == 1
+    async with open_store(f"dynamodb://{table}?endpoint_url={moto_endpoint}&region=us-east-1"):
+        pass
+
+
+@pytest.mark.anyio
+async def test_without_create_table_a_missing_table_is_a_durable_error(
+    moto_endpoint: str,
+) -> None:
+    async with _store(moto_endpoint, create_table=False) as store:
+        with pytest.raises(DurableError, match="ResourceNotFoundException") as caught:
+            await store.take(SCOPE)
+    assert isinstance(caught.value.__cause__, ClientError)
+
+
+def test_the_client_serves_one_event_loop_until_closed(moto_endpoint: str) -> None:
+    store = _store(moto_endpoint)
+
+    async def take() -> int:
+        return (await store.take(SCOPE)).epoch
+
+    async def first_loop() -> None:
+        assert await take() == 1
+        with pytest.raises(DurableError, match="another event loop"):
+            await anyio.to_thread.run_sync(anyio.run, take)
+        await store.aclose()
+
+    async def second_loop() -> None:
+        assert await take() == 2, "after aclose the store reopens in a new loop"
+        await store.aclose()
+
+    anyio.run(first_loop)
+    anyio.run(second_loop)
+
+
+def test_from_url_parses_table_and_options() -> None:
+    store = DynamoDBStore.from_url(
+        "dynamodb://calls?region=eu-west-1&endpoint_url=http://127.0.0.1:8000&create_table=false"
+    )
+    assert repr(store) == (
+        "DynamoDBStore(table='calls', region='eu-west-1', endpoint_url='http://127.0.0.1:8000')"
+    )
+    with pytest.raises(ValueError, match="unknown dynamodb store options"):
+        DynamoDBStore.from_url("dynamodb://calls?aws_secret_access_key=x")
+    with pytest.raises(ValueError, match="create_table"):
+        DynamoDBStore.from_url("dynamodb://calls?create_table=maybe")
+    with pytest.raises(ValueError, match="dynamodb://TABLE"):
+        DynamoDBStore.from_url("dynamodb:///calls")
+
+
+def test_secrets_appear_in_no_repr_and_no_error_message() -> None:
+    store = DynamoDBStore("calls", "us-east-1", credentials=CREDENTIALS)
+    for text in (repr(store), repr(CREDENTIALS), str(CREDENTIALS)):
+        assert KEY_ID not in text and SECRET not in text and "session-token-value" not in text
+    echoed = ClientError(
+        {"Error": {"Code": "IncompleteSignature", "Message": f"bad Credential={KEY_ID}/{SECRET}"}},
+        "PutItem",
+    )
+    message = str(store._error("PutItem", SCOPE, echoed))
+    assert KEY_ID not in message and SECRET not in message
+    assert "IncompleteSignature" in message and "dyn/1/0" in message and "'calls'" in message
+
+
+def test_transaction_conflicts_are_retried_and_fences_are_not() -> None:
+    def canceled(*codes: str) -> ClientError:
+        return ClientError(
+            {
+                "Error": {"Code": "TransactionCanceledException", "Message": "cancelled"},
+                "CancellationReasons": [{"Code": code} for code in codes],
+            },
+            "TransactWriteItems",
+        )
+
+    assert _is_conflict(canceled("None", "TransactionConflict"))
+    assert not _is_conflict(canceled("ConditionalCheckFailed", "TransactionConflict"))
+    assert not _is_conflict(canceled("ConditionalCheckFailed", "None"))
+    conflict = ClientError(
+        {"Error": {"Code": "TransactionConflictException", "Message": "busy"}}, "UpdateItem"
+    )
+    assert _is_conflict(conflict)
+    other = ClientError({"Error": {"Code": "ValidationException", "Message": "no"}}, "Query")
+    assert not _is_conflict(other)
+
+
+def test_chunks_keep_order_and_stay_within_transaction_limits() -> None:
+    actions = [({"n": i}, 1) for i in range(250)]
+    chunks = _chunks(actions)
+    assert [len(chunk) for chunk in chunks] == [99, 99, 52]
+    assert [action["n"] for chunk in chunks for action in chunk] == list(range(250))
+    heavy = [({"n": i}, 400 * 1024) for i in range(20)]
+    sizes = [len(chunk) * 400 * 1024 for chunk in _chunks(heavy)]
+    assert all(size <= 3 * 1024 * 1024 for size in sizes) and sum(sizes) == 20 * 400 * 1024
+    assert _chunks([]) == []
+
+
+@pytest.mark.anyio
+async def test_dynalite_serves_the_non_transactional_operations(dynalite_endpoint: str) -> None:
+    async with _store(dynalite_endpoint) as store:
+        assert [(await store.take(SCOPE)).epoch for _ in range(3)] == [1, 2, 3]
+        await store.take(Scope("dyn", 0, 0))
+        state = await store.load(SCOPE)
+        assert state is not None and (state.epoch, state.completed) == (3, False)
+        assert [info.scope for info in await store.scopes("dyn")] == [Scope("dyn", 0, 0), SCOPE]
+        assert await store.purge("dyn", before_batch=1) == 1
+        assert [info.scope for info in await store.scopes()] == [SCOPE]
+
+
+@pytest.mark.anyio
+async def test_an_unsupported_operation_is_a_durable_error_without_secrets(
+    dynalite_endpoint: str,
+) -> None:
+    async with _store(dynalite_endpoint) as store:
+        epoch = (await store.take(SCOPE)).epoch
+        with pytest.raises(DurableError) as caught:
+            await store.put(SCOPE, epoch, {"k": b"v"})
+    message = str(caught.value)
+    assert "TransactWriteItems" in message and "UnknownOperationException" in message
+    assert KEY_ID not in message and SECRET not in message
+    assert isinstance(caught.value.__cause__, ClientError)
