@@ -12,12 +12,21 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["SHIMS", "shim_factory"]
+__all__ = ["SHIMS", "shim_factory", "shim_options"]
 
-SHIMS: dict[str, tuple[str, str]] = {
-    "http": ("sinks.http:create_writer", "pip install asyncsink"),
-    "kinesis": ("sinks.kinesis:create_writer", "pip install asyncsink[kinesis]"),
-    "elasticsearch": ("sinks.elasticsearch:create_writer", "pip install asyncsink"),
+# name -> (factory, its options class, install hint)
+SHIMS: dict[str, tuple[str, str, str]] = {
+    "http": ("sinks.http:create_writer", "sinks.http:HttpOptions", "pip install asyncsink"),
+    "kinesis": (
+        "sinks.kinesis:create_writer",
+        "sinks.kinesis:KinesisOptions",
+        "pip install asyncsink[kinesis]",
+    ),
+    "elasticsearch": (
+        "sinks.elasticsearch:create_writer",
+        "sinks.elasticsearch:ElasticsearchOptions",
+        "pip install asyncsink",
+    ),
 }
 
 
@@ -28,14 +37,24 @@ def shim_factory(name: str) -> Callable[..., Any]:
         ValueError: no shim has that name.
         ImportError: the shim needs a package that is not installed (with an install hint).
     """
+    factory: Callable[..., Any] = _load(name, 0)
+    return factory
+
+
+def shim_options(name: str) -> type:
+    """The options class of shim ``name`` (its own options, beside ``SinkOptions``)."""
+    options: type = _load(name, 1)
+    return options
+
+
+def _load(name: str, which: int) -> Any:
     try:
-        target, hint = SHIMS[name.lower()]
+        entry = SHIMS[name.lower()]
     except KeyError:
         raise ValueError(f"unknown sink {name!r}; known sinks: {', '.join(sorted(SHIMS))}") from None
-    module_name, _, attr = target.partition(":")
+    module_name, _, attr = entry[which].partition(":")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ImportError(f"sink {name!r} needs a package that is missing ({exc}): {hint}") from exc
-    factory: Callable[..., Any] = getattr(module, attr)
-    return factory
+        raise ImportError(f"sink {name!r} needs a package that is missing ({exc}): {entry[2]}") from exc
+    return getattr(module, attr)

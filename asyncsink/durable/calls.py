@@ -68,7 +68,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, Self, TypeAlias, TypeVar, cast, overload
 
 import anyio
 import anyio.from_thread
@@ -96,6 +96,7 @@ __all__ = [
 log = logging.getLogger("asyncsink.durable")
 
 T = TypeVar("T")
+_Reconciler: TypeAlias = Callable[[str], Awaitable[T] | T]
 
 FN_PREFIX = "fn:"
 _FORMAT_VERSION = 1
@@ -340,15 +341,35 @@ class DurableContext:
         """A frozen snapshot of what this context did so far."""
         return DurableCallStatistics(**self._counts)
 
+    @overload
     async def execute_async(
         self,
-        fn: Callable[..., Awaitable[T] | T],
+        fn: Callable[..., Awaitable[T]],
         /,
         *args: Any,
-        reconciler: Callable[[str], Awaitable[T] | T] | None = None,
+        reconciler: _Reconciler[T] | None = None,
         pending: bool = False,
         **kwargs: Any,
-    ) -> T:
+    ) -> T: ...
+    @overload
+    async def execute_async(
+        self,
+        fn: Callable[..., T],
+        /,
+        *args: Any,
+        reconciler: _Reconciler[T] | None = None,
+        pending: bool = False,
+        **kwargs: Any,
+    ) -> T: ...
+    async def execute_async(
+        self,
+        fn: Callable[..., Any],
+        /,
+        *args: Any,
+        reconciler: _Reconciler[Any] | None = None,
+        pending: bool = False,
+        **kwargs: Any,
+    ) -> Any:
         """Run ``fn(*args, **kwargs)`` once for the scope; return (or raise) what it did.
 
         ``fn`` may be sync or async (an awaitable result is awaited). ``reconciler(key)``
@@ -366,7 +387,7 @@ class DurableContext:
         """
         call = await self._begin(fn, args, kwargs, pending or reconciler is not None)
         if self._replays(call):
-            return self._replay(call)  # type: ignore[no-any-return]
+            return self._replay(call)
         if call.found is not None and reconciler is not None:
             try:
                 value = reconciler(call.key)
@@ -498,9 +519,9 @@ class DurableContext:
 
 
 class SyncDurableContext:
-    """A ``DurableContext`` for plain code: ``fn`` runs in the caller's thread, the store
-    I/O on an event loop of its own (an anyio blocking portal) that runs while the
-    ``with`` block does. An async ``fn`` or reconciler is awaited on that loop.
+    """A ``DurableContext`` for plain code: ``fn`` (a plain function) and the reconciler
+    run in the caller's thread, the store I/O on an event loop of its own (an anyio
+    blocking portal) that runs while the ``with`` block does.
 
     Built by ``DurableContext.sync(store, scope)``; ``context`` is the ``DurableContext``
     it drives (its ``scope``, ``epoch`` and ``completed``).
@@ -553,22 +574,28 @@ class SyncDurableContext:
         **kwargs: Any,
     ) -> T:
         """Run ``fn(*args, **kwargs)`` once for the scope, in this thread; the reconciler,
-        ``pending`` and what it raises are as for ``DurableContext.execute_async``."""
+        ``pending`` and what it raises are as for ``DurableContext.execute_async``.
+
+        Raises:
+            TypeError: ``fn`` is a coroutine function: use ``DurableContext`` for async code.
+        """
         ctx, portal = self.context, self._running()
+        if inspect.iscoroutinefunction(fn):
+            raise TypeError(f"{function_id(fn)} is async: call it with execute_async")
         call = portal.call(ctx._begin, fn, args, kwargs, pending or reconciler is not None)
         if ctx._replays(call):
-            return ctx._replay(call)  # type: ignore[no-any-return]
+            return cast(T, ctx._replay(call))
         if call.found is not None and reconciler is not None:
             try:
-                value = self._settled(reconciler(call.key), call.key)
+                value = reconciler(call.key)
             except LookupError:
                 pass
             else:
                 portal.call(functools.partial(ctx._succeed, call, value, reconciled=True))
-                return value  # type: ignore[no-any-return]
+                return value
         token = _current_key.set(call.key)
         try:
-            value = self._settled(fn(*args, **kwargs), call.key)
+            value = fn(*args, **kwargs)
         except DurableError:
             raise
         except Exception as exc:
@@ -577,7 +604,7 @@ class SyncDurableContext:
         finally:
             _current_key.reset(token)
         portal.call(ctx._succeed, call, value)
-        return value  # type: ignore[no-any-return]
+        return value
 
     def complete(self) -> None:
         """Mark the scope COMPLETED (see ``DurableContext.complete``)."""
@@ -587,14 +614,3 @@ class SyncDurableContext:
         if self._portal is None:
             raise RuntimeError("use a SyncDurableContext inside 'with'")
         return self._portal
-
-    def _settled(self, value: Any, key: str) -> Any:
-        """Await an awaitable on the loop, with the call's key in its context."""
-        if not inspect.isawaitable(value):
-            return value
-
-        async def wait() -> Any:
-            _current_key.set(key)
-            return await value
-
-        return self._running().call(wait)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from typing import cast
+from urllib.parse import urlsplit, urlunsplit
 
 from asyncsink.stores.base import RecordStore, Scope, ScopeInfo, ScopeState
 
@@ -34,9 +35,7 @@ _install_hints: dict[str, str] = {
 }
 
 
-def register_store(
-    scheme: str, target: str | type[RecordStore], *, replace: bool = False
-) -> None:
+def register_store(scheme: str, target: str | type[RecordStore], *, replace: bool = False) -> None:
     """Make ``open_store`` open URLs of ``scheme`` with ``target``.
 
     ``target`` is a ``RecordStore`` subclass with a ``from_url`` classmethod, or its
@@ -72,9 +71,26 @@ def open_store(url: str) -> RecordStore:
     """
     scheme, separator, _ = url.partition("://")
     if not separator or not scheme:
-        raise ValueError(f"store URL {url!r} has no scheme; expected one of {_schemes()}")
+        raise ValueError(f"store URL {_shown(url)!r} has no scheme; expected one of {_schemes()}")
     factory = _factory(scheme.lower(), url)
     return factory(url)
+
+
+def _shown(url: str) -> str:
+    """``url`` fit for an error message: a password and the query's values masked."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return f"{url.partition('://')[0]}://..."
+    netloc = parts.netloc
+    if parts.password is not None:
+        netloc = netloc.replace(f":{parts.password}@", ":****@", 1)
+    query = "&".join(
+        f"{name.partition('=')[0]}=****" if "=" in name else name
+        for name in parts.query.split("&")
+        if name
+    )
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
 
 
 def _schemes() -> str:
@@ -84,7 +100,7 @@ def _schemes() -> str:
 def _factory(scheme: str, url: str) -> Callable[[str], RecordStore]:
     target = _registry.get(scheme)
     if target is None:
-        raise ValueError(f"unknown store scheme {scheme!r} in {url!r}; known: {_schemes()}")
+        raise ValueError(f"unknown store scheme {scheme!r} in {_shown(url)!r}; known: {_schemes()}")
     if isinstance(target, str):
         module_name, _, class_name = target.partition(":")
         try:

@@ -17,10 +17,11 @@ Limits: one transaction holds at most 100 actions and 4 MB, one item at most 400
 A put of up to 99 records and about 650 KB of values (the request body, base64-encoded,
 stays under 1 MiB so that sending it never blocks the event loop) is one transaction: all
 or nothing. A larger put is split into chunks of that size, in order, each one a
-transaction carrying the same epoch condition; if the scope is taken over (or the store fails) between chunks, the chunks
-already applied stay, each written while the epoch was still current, and ``put`` raises.
-``complete(drop_records=True)`` sets COMPLETED in its first transaction and drops records
-beyond the first 99 in further transactions conditioned on the scope staying COMPLETED.
+transaction carrying the same epoch condition; if the scope is taken over (or the store
+fails) between chunks, the chunks already applied stay, each written while the epoch was
+still current, and ``put`` raises. ``complete(drop_records=True)`` sets COMPLETED in its
+first transaction and drops records beyond that in further transactions conditioned on
+the scope staying COMPLETED.
 A record larger than an item allows is refused before anything is written.
 
 ``scopes()`` and ``purge()`` scan the table; they are meant for maintenance, not hot paths.
@@ -70,6 +71,10 @@ _NAMES = {"#pk": "pk", "#sk": "sk", "#e": "epoch", "#c": "completed", "#u": "upd
 # Clients inherited through fork(): their connections belong to the parent's event loop,
 # so the child neither uses nor closes them.
 _INHERITED: list[AsyncExitStack] = []
+
+# botocore's loader of service models, a cache of parsed JSON with no loop-bound state,
+# shared by the sessions of a process: loading the models anew costs ~0.2 s per client.
+_LOADERS: dict[int, Any] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,19 +145,26 @@ class DynamoDBStore(RecordStore):
         Credentials are never taken from a URL; they come from the AWS chain.
         """
         parts = urlsplit(url)
+        # Errors name the URL without its query: an option given by mistake may be a secret.
+        shown = f"{parts.scheme}://{parts.netloc}{parts.path}"
         if parts.scheme != "dynamodb" or not parts.netloc or parts.path not in ("", "/"):
-            raise ValueError(f"not a dynamodb store URL (expected dynamodb://TABLE): {url!r}")
-        query = parse_qs(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
+            raise ValueError(f"not a dynamodb store URL (expected dynamodb://TABLE): {shown!r}")
+        try:
+            query = parse_qs(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
+        except ValueError:
+            raise ValueError(f"malformed options in dynamodb store URL {shown!r}") from None
         allowed = {"region", "endpoint_url", "create_table"}
         unknown = sorted(set(query) - allowed)
         if unknown:
             raise ValueError(
-                f"unknown dynamodb store options {unknown} in {url!r}; allowed: {sorted(allowed)}"
+                f"unknown dynamodb store options {unknown} in {shown!r}; allowed: {sorted(allowed)}"
             )
         options = {name: values[-1] for name, values in query.items()}
         create = options.get("create_table", "true").lower()
         if create not in ("true", "false"):
-            raise ValueError(f"dynamodb store option create_table must be true or false: {url!r}")
+            raise ValueError(
+                f"dynamodb store option create_table must be true or false: {create!r}"
+            )
         return cls(
             parts.netloc,
             options.get("region"),
@@ -344,7 +356,8 @@ class DynamoDBStore(RecordStore):
                 "UpdateExpression": update,
                 "ConditionExpression": "#e = :epoch",
                 "ExpressionAttributeNames": {
-                    name: _NAMES[name] for name in ("#e", "#c", "#u") if name in f"#e {update}"
+                    "#e": "epoch",
+                    **{name: _NAMES[name] for name in ("#c", "#u") if name in update},
                 },
                 "ExpressionAttributeValues": {
                     ":epoch": {"N": str(epoch)},
@@ -391,9 +404,7 @@ class DynamoDBStore(RecordStore):
             request["ExpressionAttributeNames"]["#sk"] = "sk"
         return await self._pages("Query", scope, request)
 
-    async def _scan(
-        self, sink_id: str | None
-    ) -> tuple[dict[str, dict[str, Any]], dict[str, int]]:
+    async def _scan(self, sink_id: str | None) -> tuple[dict[str, dict[str, Any]], dict[str, int]]:
         """Scope items by pk, and record counts by pk, of one sink or all."""
         request: dict[str, Any] = {
             "TableName": self._table,
@@ -457,7 +468,7 @@ class DynamoDBStore(RecordStore):
                     await asyncio.sleep(_backoff(attempt))
                     continue
                 raise self._error(operation, scope, exc) from exc
-            except (BotoCoreError, OSError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, BotoCoreError, OSError) as exc:
                 raise self._error(operation, scope, exc) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -519,7 +530,7 @@ class DynamoDBStore(RecordStore):
                     await self._ensure_table(client)
             except BaseException as exc:
                 await stack.aclose()
-                if isinstance(exc, ClientError | BotoCoreError | OSError | asyncio.TimeoutError):
+                if isinstance(exc, ClientError | BotoCoreError | OSError | TimeoutError):
                     raise self._error("open", None, exc) from exc
                 raise
             self._client, self._stack, self._loop = client, stack, loop
@@ -533,7 +544,9 @@ class DynamoDBStore(RecordStore):
                 "aws_secret_access_key": self._credentials.secret_access_key,
                 "aws_session_token": self._credentials.session_token,
             }
-        return get_session().create_client(
+        session = get_session()
+        session.register_component("data_loader", _data_loader(session))
+        return session.create_client(
             "dynamodb",
             region_name=self._region,
             endpoint_url=self._endpoint_url,
@@ -559,7 +572,9 @@ class DynamoDBStore(RecordStore):
             await asyncio.sleep(_backoff(attempt))
             attempt += 1
             description = await client.describe_table(TableName=self._table)
-        schema = {(key["AttributeName"], key["KeyType"]) for key in description["Table"]["KeySchema"]}
+        schema = {
+            (key["AttributeName"], key["KeyType"]) for key in description["Table"]["KeySchema"]
+        }
         if schema != {("pk", "HASH"), ("sk", "RANGE")}:
             raise DurableError(
                 f"DynamoDB table {self._table!r} has key schema {sorted(schema)}; "
@@ -605,9 +620,17 @@ def _chunks(actions: list[tuple[dict[str, Any], int]]) -> list[list[dict[str, An
 
 def _item_bytes(scope: Scope, name: str, value: bytes) -> int:
     """The size DynamoDB counts for a record item: attribute names plus values."""
-    return len("pkskv") + len(str(scope).encode()) + len((RECORD_PREFIX + name).encode()) + len(
-        value
+    return (
+        len("pkskv") + len(str(scope).encode()) + len((RECORD_PREFIX + name).encode()) + len(value)
     )
+
+
+def _data_loader(session: Any) -> Any:
+    pid = os.getpid()
+    if pid not in _LOADERS:
+        _LOADERS.clear()
+        _LOADERS[pid] = session.get_component("data_loader")
+    return _LOADERS[pid]
 
 
 def _wire_bytes(text_bytes: int, binary_bytes: int) -> int:

@@ -8,6 +8,7 @@ one duplicate.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field, fields
@@ -83,7 +84,13 @@ class FaultServerStats:
 
 
 class Ledger:
-    """The live counters and the record of applied entry identities (event-loop local)."""
+    """The live counters and the record of applied entry identities (event-loop local).
+
+    With ``keep_ids`` the identities are only appended as requests are applied and folded
+    into the set of distinct ones when a snapshot is taken, which keeps that work off the
+    request path; without it they go straight into the set and only distinct ones are kept.
+    Either way ``duplicates == entries_received - unique_ids``.
+    """
 
     def __init__(self, *, keep_ids: bool = True) -> None:
         self.keep_ids = keep_ids
@@ -96,7 +103,6 @@ class Ledger:
         self.applied_requests = 0
         self.entries_received = 0
         self.entries_rejected = 0
-        self.duplicates = 0
         self.replays = 0
         self.conflicts = 0
         self.mismatches = 0
@@ -104,34 +110,37 @@ class Ledger:
         self.timeouts = 0
         self.connections = 0
         self.ids: list[Hashable] = []
-        self.seen: set[Hashable] = set()
+        self._seen: set[Hashable] = set()
+        self._folded = 0
 
-    def apply(
-        self, identities: list[Hashable], rejected: int, distinct: set[Hashable] | None = None
-    ) -> None:
-        """Record one applied request: the identities stored and the count rejected.
-
-        ``distinct`` may pass ``set(identities)`` when the caller already built it.
-        """
+    def apply(self, identities: list[Hashable], rejected: int) -> None:
+        """Record one applied request: the (hashable) identities stored, the count rejected."""
         self.applied_requests += 1
         self.entries_rejected += rejected
         self.entries_received += len(identities)
-        before = len(self.seen)
-        self.seen.update(identities if distinct is None else distinct)
-        self.duplicates += len(identities) - (len(self.seen) - before)
         if self.keep_ids:
             self.ids.extend(identities)
+        else:
+            self._seen.update(identities)
+
+    def unique_ids(self) -> int:
+        """How many distinct identities were applied."""
+        if self._folded < len(self.ids):
+            self._seen.update(itertools.islice(self.ids, self._folded, None))
+            self._folded = len(self.ids)
+        return len(self._seen)
 
     def snapshot(self) -> FaultServerStats:
         """The counters as a frozen ``FaultServerStats``."""
+        unique = self.unique_ids()
         return FaultServerStats(
             requests=self.requests,
             statuses=MappingProxyType(dict(sorted(self.statuses.items()))),
             applied_requests=self.applied_requests,
             entries_received=self.entries_received,
             entries_rejected=self.entries_rejected,
-            unique_ids=len(self.seen),
-            duplicates=self.duplicates,
+            unique_ids=unique,
+            duplicates=self.entries_received - unique,
             replays=self.replays,
             conflicts=self.conflicts,
             mismatches=self.mismatches,

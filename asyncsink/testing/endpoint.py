@@ -80,7 +80,7 @@ def _error(status: int, message: str, *headers: tuple[str, str]) -> _Response:
     return status, orjson.dumps({"error": message}), headers
 
 
-def decode_entries(request: Request) -> tuple[bytes, list[Any]]:
+def _decode_entries(request: Request) -> tuple[bytes, list[Any]]:
     """The decompressed body of an ingest request and the entries it holds.
 
     Raises:
@@ -233,40 +233,51 @@ class FaultEndpoint:
     def _retry_after(self) -> str:
         return f"{self.faults.retry_after_s:g}"
 
+    def _refusal(self, request: Request) -> _Response | None:
+        """The answer to a request turned away before any random fault is drawn."""
+        if request.method not in ("POST", "PUT"):
+            return _error(405, "ingest takes POST or PUT", ("allow", "POST, PUT"))
+        if self._auth is not None and not hmac.compare_digest(
+            request.headers.get("authorization", "").encode(), self._auth
+        ):
+            scheme = self._auth.decode().partition(" ")[0] or "Bearer"
+            return _error(401, "unauthorized", ("www-authenticate", f'{scheme} realm="fault"'))
+        if self._script:
+            return self._scripted(self._script.popleft())
+        return None
+
+    def _fault_before_apply(self, band: _Band) -> _Response | _Drop | None:
+        if band is _Band.ERROR:
+            status = self._rng.choice((500, 502, 504))
+            return _error(status, f"injected {status}")
+        if band is _Band.THROTTLE:
+            status = self._rng.choice((429, 503))
+            return _error(status, f"injected {status}", ("retry-after", self._retry_after()))
+        if band is _Band.TIMEOUT:
+            return _Drop.HANG
+        if band is _Band.RESET:
+            return _Drop.RESET
+        return None
+
     async def _ingest(self, request: Request) -> _Response | _Drop:
+        """Answer an ingest request in the order the ``fault_server`` docstring gives."""
         faults = self.faults
         self.ledger.requests += 1
         delay = faults.latency_ms / 1000
         if faults.latency_jitter_ms:
             delay += self._rng.uniform(0, faults.latency_jitter_ms / 1000)
-        early: _Response | _Drop | None = None
         band = _Band.NONE
-        if self._auth is not None and not hmac.compare_digest(
-            request.headers.get("authorization", "").encode(), self._auth
-        ):
-            scheme = self._auth.decode().partition(" ")[0] or "Bearer"
-            early = _error(401, "unauthorized", ("www-authenticate", f'{scheme} realm="fault"'))
-        elif self._script:
-            early = self._scripted(self._script.popleft())
-        else:
+        early: _Response | _Drop | None = self._refusal(request)
+        if early is None:
             band = self._draw()
-            if band is _Band.ERROR:
-                status = self._rng.choice((500, 502, 504))
-                early = _error(status, f"injected {status}")
-            elif band is _Band.THROTTLE:
-                status = self._rng.choice((429, 503))
-                early = _error(status, f"injected {status}", ("retry-after", self._retry_after()))
-            elif band is _Band.TIMEOUT:
-                return _Drop.HANG
-            elif band is _Band.RESET:
-                early = _Drop.RESET
+            early = self._fault_before_apply(band)
         if early is None:
             try:
-                raw, entries = decode_entries(request)
+                raw, entries = _decode_entries(request)
             except _BadBody as exc:
                 early = _error(exc.status, str(exc))
         if early is not None:
-            if delay:
+            if delay and early is not _Drop.HANG:
                 await asyncio.sleep(delay)
             return early
 
@@ -320,11 +331,11 @@ class FaultEndpoint:
         if not rate and bad_field is None:
             try:
                 identities: list[Hashable] = [entry[id_field] for entry in entries]
-                distinct = set(identities)
+                hash(tuple(identities))
             except (KeyError, TypeError):
                 pass  # not an object, no id field, or an unhashable id: the slow path
             else:
-                self.ledger.apply(identities, 0, distinct)
+                self.ledger.apply(identities, 0)
                 return 200, self._success_body(len(entries)), ()
         identities = []
         items: list[bytes] = []

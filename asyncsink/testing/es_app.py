@@ -169,21 +169,14 @@ class EsApp:
         return response
 
     async def _api(self, request: HttpRequest, content_type: str) -> HttpResponse:
-        faults = self._faults
-        if faults.latency_ms:
-            await asyncio.sleep(faults.latency_ms / 1000)
-        if faults.require_auth is not None:
-            _check_auth(request, faults.require_auth)
-        method = request.method
         path = request.path
-        parts = [unquote(p) for p in path.strip("/").split("/")] if "%" in path else (
-            path.strip("/").split("/")
-        )  # fmt: skip
+        parts = path.strip("/").split("/")
+        if "%" in path:
+            parts = [unquote(p) for p in parts]
         head = parts[0]
         index = None if head.startswith("_") else head
         action = parts[1] if index is not None and len(parts) > 1 else head
         if action in ("_bulk", "_mget") and len(parts) == (1 if index is None else 2):
-            _allow(request, ("POST", "PUT") if action == "_bulk" else ("GET", "POST"))
             if action == "_bulk":
                 self._bulk_requests += 1
             else:
@@ -191,9 +184,13 @@ class EsApp:
             self._in_flight += 1
             self._max_in_flight = max(self._max_in_flight, self._in_flight)
             try:
+                await self._delay_and_authenticate(request)
+                _allow(request, ("POST", "PUT") if action == "_bulk" else ("GET", "POST"))
                 return await self._data(request, action, index, content_type)
             finally:
                 self._in_flight -= 1
+        await self._delay_and_authenticate(request)
+        method = request.method
         store = self.store
         if head == "" and len(parts) == 1:
             _allow(request, ("GET", "HEAD"))
@@ -218,6 +215,13 @@ class EsApp:
             400, "illegal_argument_exception",
             f"no handler found for uri [{path}] and method [{method}]",
         )  # fmt: skip
+
+    async def _delay_and_authenticate(self, request: HttpRequest) -> None:
+        faults = self._faults
+        if faults.latency_ms:
+            await asyncio.sleep(faults.latency_ms / 1000)
+        if faults.require_auth is not None:
+            _check_auth(request, faults.require_auth)
 
     async def _data(
         self, request: HttpRequest, action: str, index: str | None, content_type: str
@@ -251,11 +255,11 @@ class EsApp:
             raise DropConnection
         return HttpResponse(200, result, content_type)
 
-    def _item_fault_drawer(self) -> Callable[[], int]:
+    def _item_fault_drawer(self) -> Callable[[], int] | None:
         faults = self._faults
         throttle, unavailable = faults.item_throttle_rate, faults.item_unavailable_rate
         if not (throttle or unavailable):
-            return _no_fault
+            return None
         draw = self._rng.random
 
         def item_fault() -> int:
@@ -300,10 +304,6 @@ class EsApp:
             return HttpResponse(200, b'{"acknowledged":true}')
         reason = f"no control endpoint [{method} {request.path}]"
         return HttpResponse(404, error_body(404, "resource_not_found_exception", reason))
-
-
-def _no_fault() -> int:
-    return 0
 
 
 def _negotiate(request: HttpRequest) -> str:

@@ -29,7 +29,7 @@ _KIND: dict[type, str] = {
 }
 _FAMILY = {"text": "string", "long": "number", "float": "number", "boolean": "bool", "object": "o"}
 _NONE = type(None)
-_ACCEPT = {
+_ACCEPT: dict[str, frozenset[type]] = {
     "text": frozenset({str, _NONE}),
     "long": frozenset({int, float, _NONE}),
     "float": frozenset({int, float, _NONE}),

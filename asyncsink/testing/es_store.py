@@ -143,10 +143,13 @@ class EsStore:
 
     # -- writes -----------------------------------------------------------------------------
 
-    def bulk(self, body: bytes, default_index: str | None, item_fault: Callable[[], int]) -> bytes:
+    def bulk(
+        self, body: bytes, default_index: str | None, item_fault: Callable[[], int] | None = None
+    ) -> bytes:
         """Apply an NDJSON bulk body and return the response body.
 
-        ``item_fault()`` is asked once per item: 0 applies it, 429 or 503 fails it unapplied.
+        ``item_fault()``, if given, is asked once per item: 0 applies it, 429 or 503 fails it
+        unapplied.
 
         Raises:
             EsRequestError: the body is malformed; nothing was applied.
@@ -156,7 +159,7 @@ class EsStore:
         errors = False
         by_status = self.items_by_status
         for op, index, doc_id, meta, source, raw in parse_bulk(body, default_index):
-            fault = item_fault()
+            fault = item_fault() if item_fault is not None else 0
             if fault:
                 error_type, reason = _FAULTS[fault]
                 failure = item_failure(index, doc_id, fault, error_type, reason.format(index))
@@ -179,18 +182,15 @@ class EsStore:
     def _index(
         self, op: str, name: str, doc_id: str | None, meta: dict[str, Any], source: Any, raw: bytes
     ) -> tuple[int, str, bool]:
-        idx = self.indices.get(name)
-        if idx is None:
-            idx = self._new_index(name)
-            if not isinstance(idx, _Index):
-                failure = item_failure(name, doc_id, 400, "invalid_index_name_exception", idx)
-                return _render(op, failure)
+        idx = self.indices.get(name) or self._new_index(name)
+        if isinstance(idx, str):
+            return _render(op, item_failure(name, doc_id, 400, "invalid_index_name_exception", idx))
         auto = doc_id is None
         if doc_id is None:
             self._id_counter += 1
             doc_id = f"{self._id_prefix}{self._id_counter:010d}"
         if type(source) is not dict:
-            return _render(op, _source_problem(idx, source, doc_id))
+            return _render(op, _not_an_object(idx, doc_id))
         accept = idx.accept
         for key, value in source.items():
             if type(value) not in accept.get(key, _NOTHING):
@@ -259,6 +259,8 @@ class EsStore:
             if merged == current:
                 return idx.success(doc_id, old[1], "noop", old[2], 200)
             version, result, status = old[1] + 1, "updated", 200
+        if type(merged) is not dict:
+            return _not_an_object(idx, doc_id)
         problem = _source_problem(idx, merged, doc_id)
         if problem is not None:
             return problem
@@ -408,10 +410,12 @@ def _render(op: str, result: dict[str, Any]) -> tuple[int, str, bool]:
     return result["status"], orjson.dumps({op: result}).decode(), "error" in result
 
 
-def _source_problem(idx: _Index, source: Any, doc_id: str) -> dict[str, Any] | None:
-    if type(source) is not dict:
-        reason = "[1:1] failed to parse: the document source must be a JSON object"
-        return idx.failure(doc_id, 400, "document_parsing_exception", reason)
+def _not_an_object(idx: _Index, doc_id: str) -> dict[str, Any]:
+    reason = "[1:1] failed to parse: the document source must be a JSON object"
+    return idx.failure(doc_id, 400, "document_parsing_exception", reason)
+
+
+def _source_problem(idx: _Index, source: dict[str, Any], doc_id: str) -> dict[str, Any] | None:
     if source.get(MARKER_FIELD) is True:
         reason = "[1:2] failed to parse: the document is marked [_bad]"
         return idx.failure(doc_id, 400, "document_parsing_exception", reason)

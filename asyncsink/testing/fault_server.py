@@ -4,7 +4,8 @@ benchmarks and demo deliver to.
 ``FaultServer`` runs it in a separate process (spawned, so its CPU does not share the
 client's GIL, and it works from pytest, Spark workers and the demo alike) or, with
 ``in_thread=True``, in a background thread. It listens on 127.0.0.1 by default and speaks
-HTTP/1.1 with keep-alive::
+HTTP/1.1 with keep-alive. As with any spawned process, a script that starts one in process
+mode needs the ``if __name__ == "__main__":`` guard::
 
     with FaultServer(Faults(throttle_rate=0.1, retry_after_s=0.05, seed=7)) as server:
         httpx.post(server.url + "/ingest", json=[{"id": "a-1", "v": 1}])
@@ -36,6 +37,7 @@ bad records (an entry that is not an object, or one flagged by ``bad_record_fiel
 Whole-request answers, all with a JSON body ``{"error": "..."}``:
 
 - 400 malformed body (not gzip, not JSON, not an array); 415 unknown content encoding;
+  405 a method other than POST or PUT;
 - 401 with ``WWW-Authenticate`` when ``require_auth`` is set and ``Authorization`` differs;
 - 500 / 502 / 504 (``error_rate``); 429 / 503 with ``Retry-After: <seconds>``, possibly
   fractional (``throttle_rate``); any status from ``fail_statuses``;
@@ -46,10 +48,10 @@ No answer at all: ``timeout_rate`` holds the connection (until the client closes
 ``hang_s``), ``reset_rate`` resets it (TCP RST) after reading the body; their
 ``*_after_apply`` variants first apply the entries and store the key.
 
-Order of processing: authorization, scripted ``fail_statuses``, the random request-level
-fault, body decoding, the idempotency check, latency, applying the entries, then a
-dropped response for the after-apply faults. Latency (``latency_ms`` plus jitter) delays
-every answer.
+Order of processing: method, authorization, scripted ``fail_statuses``, the random
+request-level fault, body decoding, the idempotency check, latency, applying the entries,
+then a dropped response for the after-apply faults. Latency (``latency_ms`` plus jitter)
+delays every answer.
 
 Idempotency
 -----------
@@ -112,7 +114,23 @@ class FaultServer:
     ``start()`` returns once the endpoint listens; ``stop()`` always ends it (a process
     that does not stop in time is terminated, then killed), and both are idempotent.
     Control methods (``stats``, ``set_faults``...) are blocking HTTP calls to the endpoint,
-    so they work the same across the process boundary.
+    so they work the same across the process boundary (and from another thread of an event
+    loop, e.g. ``anyio.to_thread.run_sync(server.stats)``).
+
+    Args:
+        faults: the faults in force from the start; ``set_faults`` changes them.
+        host, port: where to listen; port 0 picks a free one (read it from ``url``).
+        in_thread: serve from a background thread of this process instead of a spawned
+            process: cheaper to start, but the endpoint's CPU shares this process's GIL.
+        id_field: the entry field that identifies an entry for the duplicate count.
+        require_auth: the exact ``Authorization`` value ingest requests must carry
+            (``"Bearer s3cret"``, ``"Basic ..."``); ``None`` accepts any request.
+        idempotency_header: the header carrying idempotency keys.
+        idempotency_capacity: how many keys are remembered (least recently used go).
+        keep_ids: keep every applied identity for ``applied_ids()`` (this also keeps the
+            duplicate count off the request path: it is settled when ``stats()`` asks).
+            Off, only distinct identities are kept, which bounds memory in long runs.
+        start_timeout_s: how long ``start()`` waits for the endpoint to listen.
 
     Raises:
         RuntimeError: from ``start()`` when the endpoint does not come up in
@@ -180,6 +198,11 @@ class FaultServer:
         if self._port is None:
             raise RuntimeError("the fault server is not running")
         return self._port
+
+    @property
+    def pid(self) -> int | None:
+        """The server process's id, or ``None`` in thread mode or when not running."""
+        return self._process.pid if self._process is not None else None
 
     @property
     def url(self) -> str:

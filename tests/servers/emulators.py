@@ -167,7 +167,9 @@ def _node_server(package: str, options: str, workdir: Path) -> Iterator[str]:
         pytest.fail("the emulator tests need Node.js on PATH (deselect: -m 'not emulator')")
     env = {**os.environ, "NODE_PATH": str(NODE_DIR / "node_modules")}
     module = str(NODE_DIR / "node_modules" / package)
-    yield from _run_server(package, [node, "-e", _NODE_SERVER, module, options], workdir, env, b"{}")
+    yield from _run_server(
+        package, [node, "-e", _NODE_SERVER, module, options], workdir, env, b"{}"
+    )
 
 
 @pytest.fixture(scope="session")

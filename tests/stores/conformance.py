@@ -25,6 +25,12 @@ A = Scope("sink-a", 7, 3)
 B = Scope("sink-a", 7, 4)
 
 
+def _age_since(mark: float) -> float:
+    """An ``older_than_s`` that spares what was updated after ``mark`` (with 0.2 s to spare
+    for the purge call to start) and takes what was updated 0.5 s before it."""
+    return time.time() - mark + 0.2
+
+
 class StoreConformance:
     """Mixin of conformance tests; subclasses provide the ``store`` fixture."""
 
@@ -202,9 +208,7 @@ class StoreConformance:
 
     # -- listing and purging -------------------------------------------------------------
 
-    async def test_scopes_lists_per_sink_and_all_in_scope_order(
-        self, store: RecordStore
-    ) -> None:
+    async def test_scopes_lists_per_sink_and_all_in_scope_order(self, store: RecordStore) -> None:
         wanted = [
             Scope("beta", 2, 0),
             Scope("alpha", 10, 1),
@@ -253,20 +257,23 @@ class StoreConformance:
         old, touched, new = Scope("s", 1, 0), Scope("s", 2, 0), Scope("s", 3, 0)
         await store.take(old)
         touched_epoch = (await store.take(touched)).epoch
-        await anyio.sleep(0.6)
+        await anyio.sleep(0.5)
+        mark = time.time()
         await store.put(touched, touched_epoch, {"k": b"v"})
         await store.take(new)
-        assert await store.purge("s", older_than_s=0.3) == 1
+        # Everything updated since `mark` is younger than this bound, `old` is 0.5 s older.
+        assert await store.purge("s", older_than_s=_age_since(mark)) == 1
         assert [info.scope for info in await store.scopes("s")] == [touched, new]
 
     async def test_purge_with_both_bounds_needs_both(self, store: RecordStore) -> None:
         early_old, late_old = Scope("s", 1, 0), Scope("s", 5, 0)
         await store.take(early_old)
         await store.take(late_old)
-        await anyio.sleep(0.6)
+        await anyio.sleep(0.5)
+        mark = time.time()
         early_new = Scope("s", 2, 0)
         await store.take(early_new)
-        assert await store.purge("s", before_batch=3, older_than_s=0.3) == 1
+        assert await store.purge("s", before_batch=3, older_than_s=_age_since(mark)) == 1
         assert [info.scope for info in await store.scopes("s")] == [early_new, late_old]
 
     async def test_purge_without_bounds_removes_the_whole_sink(self, store: RecordStore) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 import asyncsink.stores as stores
-from asyncsink.stores import RecordStore, open_store, register_store
+from asyncsink.stores import open_store, register_store
 from asyncsink.stores.memory import MemoryStore
 from asyncsink.stores.sqlite import SQLiteStore
 
@@ -39,6 +39,14 @@ def test_open_store_names_the_url_and_the_known_schemes_for_an_unknown_one() -> 
         assert scheme in message
     with pytest.raises(ValueError, match="no scheme"):
         open_store("/tmp/calls.db")
+
+
+def test_errors_name_the_url_without_its_secrets() -> None:
+    with pytest.raises(ValueError) as caught:
+        open_store("redis://user:hunter2@cache:6379/0?token=abc123&db=1")
+    message = str(caught.value)
+    assert "redis://user:****@cache:6379/0?token=****&db=****" in message
+    assert "hunter2" not in message and "abc123" not in message
 
 
 def test_store_urls_with_bad_options_are_refused() -> None:
@@ -92,4 +100,3 @@ def test_register_store_adds_a_scheme_by_path_or_class(
         register_store("bad", "no_colon_here")
     with pytest.raises(ValueError, match="plain name"):
         register_store("has space", MemoryStore)
-

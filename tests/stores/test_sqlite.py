@@ -139,12 +139,11 @@ def _hammer(path: str, worker: int, rounds: int, start_at: float, out: str) -> N
         puts: list[tuple[int, int, bool]] = []
         async with SQLiteStore(path) as store:
             own_epoch = (await store.take(own)).epoch
-            while time.time() < start_at:
-                time.sleep(0.001)
+            await anyio.sleep(max(0.0, start_at - time.time()))
             for n in range(rounds):
                 epoch = (await store.take(SHARED)).epoch
                 takes.append(epoch)
-                time.sleep(rng.uniform(0, 0.002))
+                await anyio.sleep(rng.uniform(0, 0.002))
                 try:
                     await store.put(SHARED, epoch, _shared_records(worker, n, epoch))
                     puts.append((n, epoch, True))

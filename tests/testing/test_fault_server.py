@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import os
 import selectors
+import signal
 import socket
 import subprocess
 import sys
@@ -39,9 +40,10 @@ async def test_success_answers_every_entry_positionally_and_records_it(
     assert response.json() == {"errors": False, "items": [{"status": 200}] * 3}
     response = await client.put(server.url + "/any/path", json=[{"id": "put-1"}])
     assert response.status_code == 200
+    assert (await client.get(server.ingest_url)).status_code == 405
     stats = server.stats()
-    assert stats.requests == 2
-    assert stats.statuses == {200: 2}
+    assert stats.requests == 3
+    assert stats.statuses == {200: 2, 405: 1}
     assert stats.entries_received == 4
     assert stats.unique_ids == 4
     assert stats.duplicates == 0
@@ -49,16 +51,21 @@ async def test_success_answers_every_entry_positionally_and_records_it(
 
 
 async def test_latency_delays_the_response(server: FaultServer, client: httpx.AsyncClient) -> None:
-    started = time.perf_counter()
-    await client.post(server.ingest_url, json=batch("fast", 1))
-    fast = time.perf_counter() - started
+    async def timed() -> float:
+        started = time.perf_counter()
+        response = await client.post(server.ingest_url, json=batch("l", 1))
+        assert response.status_code == 200
+        return time.perf_counter() - started
+
+    fast = await timed()
     server.set_faults(Faults(latency_ms=300))
-    started = time.perf_counter()
-    response = await client.post(server.ingest_url, json=batch("slow", 1))
-    slow = time.perf_counter() - started
-    assert response.status_code == 200
-    assert fast < 0.2
-    assert 0.3 <= slow < 1.5
+    slow = await timed()
+    assert 0.3 <= slow < 3
+    assert slow - fast > 0.2
+    server.set_faults(Faults(latency_ms=50, latency_jitter_ms=400, seed=1))
+    jittered = [await timed() for _ in range(5)]
+    assert min(jittered) >= 0.05
+    assert max(jittered) - min(jittered) > 0.1
 
 
 async def test_throttle_answers_429_or_503_with_retry_after_and_applies_nothing(
@@ -352,7 +359,8 @@ async def test_malformed_http_gets_400_and_the_connection_closed(server: FaultSe
 async def test_stop_ends_the_server_even_with_a_held_connection(in_thread: bool) -> None:
     server = FaultServer(Faults(timeout_rate=1.0), in_thread=in_thread).start()
     port = server.port
-    pid = None if in_thread else server._process.pid  # type: ignore[union-attr]
+    pid = server.pid
+    assert (pid is None) == in_thread
     async with httpx.AsyncClient(timeout=30) as client:
         async with anyio.create_task_group() as tg:
 
@@ -398,7 +406,7 @@ def test_command_line_serves_until_interrupted() -> None:
             with httpx.Client(timeout=10) as client:
                 assert client.post(url + "/ingest", json=[{"id": 1}]).status_code == 418
                 assert client.post(url + "/ingest", json=[{"id": 1}]).status_code == 200
-            proc.send_signal(2)
+            proc.send_signal(signal.SIGINT)
             _, stderr = proc.communicate(timeout=10)
         finally:
             proc.kill()

@@ -1,0 +1,1 @@
+"""Command-line tools: ``asyncsink records`` lists, shows and purges durable call records."""

@@ -1,0 +1,298 @@
+"""``asyncsink records``: list, inspect and purge the durable call records in a store.
+
+::
+
+    asyncsink records list sqlite:///var/lib/asyncsink/calls.db --sink orders
+    asyncsink records show sqlite:///var/lib/asyncsink/calls.db orders 42 3
+    asyncsink records purge sqlite:///var/lib/asyncsink/calls.db orders --older-than 7d
+
+``show`` reads a scope without taking it, so it never fences a running attempt. ``purge``
+deletes scopes whatever their state; ``--dry-run`` lists what would go.
+
+Exit codes: 0 done, 1 the store failed or the scope is unknown, 2 bad usage (arguments or
+store URL).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from collections.abc import Callable, Collection, Coroutine, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+import orjson
+
+from ..durable.calls import FN_PREFIX, decode_fn_record
+from ..durable.records import decode_record, to_ranges
+from ..errors import DurableError
+from ..stores import RecordStore, Scope, ScopeInfo, open_store
+from ..stores.sqlite import SQLiteStore
+
+__all__ = ["main", "parse_duration"]
+
+_PROG = "asyncsink records"
+_CALL_PREFIX = "call:"
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_STORE_HELP = (
+    "the record store's URL: sqlite:///abs/path.db, sqlite://relative.db or "
+    "dynamodb://TABLE?region=REGION"
+)
+
+
+def parse_duration(text: str) -> float:
+    """``"30m"`` -> 1800.0: a number with a unit s, m, h, d or w, in seconds.
+
+    Raises:
+        ValueError: the text is not such a duration.
+    """
+    match = _DURATION.match(text.lower())
+    if match is None:
+        raise ValueError(f"{text!r} is not a duration like 90s, 30m, 12h, 7d or 2w")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 0")
+    return int(text)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=_PROG,
+        description="Inspect and purge the durable call records asyncsink keeps per Spark "
+        "task scope (sink, batch, partition).",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    listing = commands.add_parser(
+        "list",
+        help="list the scopes in a store",
+        description="List the scopes in a store: epoch (attempts that took the scope), "
+        "whether it completed, how many records it holds and when it was last written.",
+    )
+    listing.add_argument("store", metavar="STORE_URL", help=_STORE_HELP)
+    listing.add_argument("--sink", metavar="ID", help="only the scopes of this sink id")
+
+    show = commands.add_parser(
+        "show",
+        help="show the decoded records of one scope",
+        description="Show the records of one scope: each request of the sink's call log "
+        "(call id, status, entry ranges, acknowledged entries) and each durable call of "
+        "user code. Records that cannot be decoded are shown with the reason. Reading "
+        "does not take the scope, so a running attempt is not disturbed.",
+    )
+    show.add_argument("store", metavar="STORE_URL", help=_STORE_HELP)
+    show.add_argument("sink", metavar="SINK", help="the sink id (query or job name)")
+    show.add_argument("batch", metavar="BATCH", type=_count, help="the batch id")
+    show.add_argument("partition", metavar="PARTITION", type=_count, help="the partition id")
+
+    purge = commands.add_parser(
+        "purge",
+        help="delete the scopes of a sink",
+        description="Delete scopes of a sink with all their records, whatever their state. "
+        "A purged scope is unknown afterwards: if Spark replayed its batch, its entries "
+        "would be sent again, so keep the batches Spark may still replay.",
+    )
+    purge.add_argument("store", metavar="STORE_URL", help=_STORE_HELP)
+    purge.add_argument("sink", metavar="SINK", help="the sink id whose scopes to delete")
+    which = purge.add_mutually_exclusive_group(required=True)
+    which.add_argument(
+        "--before-batch", metavar="N", type=_count, help="the scopes of batches below N"
+    )
+    which.add_argument(
+        "--older-than",
+        metavar="DURATION",
+        type=_duration,
+        help="the scopes not written for DURATION (like 30m, 12h, 7d)",
+    )
+    which.add_argument("--all", action="store_true", help="every scope of the sink")
+    purge.add_argument(
+        "--dry-run", action="store_true", help="list what would be deleted; delete nothing"
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``asyncsink records`` with ``argv`` (the arguments after ``records``; default
+    ``sys.argv[1:]``) and return the exit code."""
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, or a usage error already reported by argparse
+        return exc.code if isinstance(exc.code, int) else 2
+    try:
+        store = open_store(args.store)
+    except (ValueError, ImportError) as exc:
+        return _error(f"cannot open the store: {exc}", 2)
+    if isinstance(store, SQLiteStore) and not store.path.is_file():
+        return _error(f"cannot open the store: no SQLite file at {str(store.path)!r}", 2)
+    command: Callable[[RecordStore, argparse.Namespace], Coroutine[Any, Any, int]] = {
+        "list": _list,
+        "show": _show,
+        "purge": _purge,
+    }[args.command]
+
+    async def run() -> int:
+        async with store:
+            return await command(store, args)
+
+    try:
+        return anyio.run(run)
+    except (DurableError, ValueError) as exc:
+        return _error(str(exc), 1)
+
+
+def _error(message: str, code: int) -> int:
+    print(f"{_PROG}: error: {message}", file=sys.stderr)
+    return code
+
+
+# ---------------------------------------------------------------------- commands
+
+
+async def _list(store: RecordStore, args: argparse.Namespace) -> int:
+    scopes = await store.scopes(args.sink)
+    if not scopes:
+        print("no scopes" + (f" of sink {args.sink!r}" if args.sink else ""))
+        return 0
+    _print_scopes(scopes)
+    return 0
+
+
+def _print_scopes(scopes: Sequence[ScopeInfo]) -> None:
+    rows = [
+        [str(info.scope), str(info.epoch), "yes" if info.completed else "no",
+         str(info.record_count), _when(info.updated_at)]
+        for info in scopes
+    ]  # fmt: skip
+    _table(["scope", "epoch", "completed", "records", "updated (UTC)"], rows, right={1, 3})
+
+
+async def _show(store: RecordStore, args: argparse.Namespace) -> int:
+    try:
+        scope = Scope(args.sink, args.batch, args.partition)
+    except ValueError as exc:
+        return _error(str(exc), 2)
+    state = await store.load(scope)
+    if state is None:
+        return _error(f"no scope {scope} in {args.store}", 1)
+    status = "COMPLETED" if state.completed else "not completed"
+    print(f"scope {scope}: epoch {state.epoch}, {status}, {len(state.records)} records")
+    if not state.records:
+        print("(no records" + (": dropped when the scope completed)" if state.completed else ")"))
+        return 0
+    calls, fns, other = [], [], []
+    for key, data in sorted(state.records.items()):
+        if key.startswith(_CALL_PREFIX):
+            calls.append(_call_row(key, data))
+        elif key.startswith(FN_PREFIX):
+            fns.append(_fn_row(key, data))
+        else:
+            other.append([key, _printable(data)])
+    if calls:
+        print("\nsink requests:")
+        head = ["call", "status", "entries", "count", "acked", "rejected", "detail"]
+        _table(head, calls, right={0, 3, 4, 5}, indent=2)
+    if fns:
+        print("\ndurable calls:")
+        _table(["call", "status", "function", "detail"], fns, right={0}, indent=2)
+    if other:
+        print("\nother records:")
+        _table(["key", "value"], other, indent=2)
+    return 0
+
+
+def _call_row(key: str, data: bytes) -> list[str]:
+    number = key[len(_CALL_PREFIX) :].lstrip("0") or "0"
+    try:
+        record = decode_record(data)
+    except ValueError as exc:
+        return [number, "CORRUPT", "", "", "", "", f"cannot be decoded: {exc}"]
+    detail = record.error or ""
+    if record.status == "SUCCEEDED" and len(record.acked) < len(record.seqs):
+        detail = detail or f"{len(record.seqs) - len(record.acked)} to retry"
+    return [
+        str(record.call_id), record.status, _ranges(record.seqs), str(len(record.seqs)),
+        str(len(record.acked)), str(len(record.rejected)), _clip(detail),
+    ]  # fmt: skip
+
+
+def _fn_row(key: str, data: bytes) -> list[str]:
+    number = key[len(FN_PREFIX) :].lstrip("0") or "0"
+    try:
+        record = decode_fn_record(data)
+    except ValueError as exc:
+        return [number, "CORRUPT", "", f"cannot be decoded: {exc}"]
+    detail = ""
+    if record.error is not None:
+        detail = f"{record.error.get('type')}: {record.error.get('message', '')}"
+    return [str(record.index), record.status, record.function, _clip(detail)]
+
+
+def _ranges(seqs: Sequence[int], shown: int = 4) -> str:
+    ranges = to_ranges(seqs)
+    text = ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in ranges[:shown])
+    return text + (f" (+{len(ranges) - shown} ranges)" if len(ranges) > shown else "")
+
+
+def _printable(data: bytes) -> str:
+    try:
+        return _clip(orjson.dumps(orjson.loads(data)).decode())
+    except orjson.JSONDecodeError:
+        return f"<{len(data)} bytes>"
+
+
+async def _purge(store: RecordStore, args: argparse.Namespace) -> int:
+    before, older = args.before_batch, args.older_than
+    if args.dry_run:
+        cutoff = None if older is None else time.time() - older
+        doomed = [
+            info
+            for info in await store.scopes(args.sink)
+            if (before is None or info.scope.batch_id < before)
+            and (cutoff is None or info.updated_at < cutoff)
+        ]
+        if doomed:
+            _print_scopes(doomed)
+        print(f"would purge {len(doomed)} scopes of sink {args.sink!r} (dry run)")
+        return 0
+    count = await store.purge(args.sink, before_batch=before, older_than_s=older)
+    print(f"purged {count} scopes of sink {args.sink!r}")
+    return 0
+
+
+# ---------------------------------------------------------------------- output
+
+
+def _when(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _clip(text: str, width: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _table(
+    head: list[str], rows: list[list[str]], *, right: Collection[int] = (), indent: int = 0
+) -> None:
+    widths = [max(len(row[i]) for row in [head, *rows]) for i in range(len(head))]
+    for row in [head, *rows]:
+        cells = [
+            cell.rjust(width) if i in right else cell.ljust(width)
+            for i, (cell, width) in enumerate(zip(row, widths, strict=True))
+        ]
+        print(" " * indent + "  ".join(cells).rstrip())

@@ -1,0 +1,26 @@
+"""HTTP sink: batches of rows POSTed (or PUT) to any HTTP endpoint, with httpx.
+
+``HttpWriter`` sends each batch as a JSON array (or NDJSON) with an ``Idempotency-Key``
+that is the same on every re-send of a request; ``HttpOptions`` says where, how to
+authenticate, encode and compress, and how to read per-entry results; ``create_writer``
+builds both option groups from one mapping of Spark options::
+
+    writer = create_writer({"url": "https://ingest.example.com/v1/events",
+                            "bearerToken": token, "maxBatchSize": "500"})
+    async with writer:
+        await writer.write_all(rows)
+"""
+
+from .classify import parse_retry_after
+from .encoding import EntryEncodingError, JsonEntryEncoder
+from .options import HttpOptions
+from .writer import HttpWriter, create_writer
+
+__all__ = [
+    "EntryEncodingError",
+    "HttpOptions",
+    "HttpWriter",
+    "JsonEntryEncoder",
+    "create_writer",
+    "parse_retry_after",
+]

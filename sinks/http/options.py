@@ -1,0 +1,367 @@
+"""Options of the HTTP sink: where batches go, how they are encoded, authenticated and
+judged.
+
+``HttpOptions`` is built from Python keywords or, together with the writer's
+``SinkOptions``, from one mapping of Spark string options (``create_writer``). Credentials
+(``bearerToken``, ``basicPassword``, ``apiKey``) are secrets: masked in ``repr``, never
+shown in errors or logs, and redacted from response excerpts. Header values are masked in
+``repr`` too, since they often carry credentials of their own.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import unquote
+
+import httpx
+import orjson
+
+from asyncsink.errors import OptionError
+from asyncsink.options import Options, option, option_specs
+from asyncsink.request import SubmitResult
+
+__all__ = ["BodyEncoder", "EntryEncoder", "HttpOptions", "ResponseParser"]
+
+BodyEncoder = Callable[[Sequence[bytes]], bytes]
+"""Builds a request body from the encoded entries of one request, in order."""
+
+EntryEncoder = Callable[[Any], bytes]
+"""Turns one written element into its entry bytes (instead of the JSON encoding)."""
+
+ResponseParser = Callable[[httpx.Response, Sequence[bytes]], SubmitResult | None]
+"""Judges a 2xx response to a request carrying the given entries: a ``SubmitResult`` naming
+the entries to retry or reject, or ``None`` to fall back to the built-in parsing."""
+
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_SENSITIVE_HEADER = re.compile(r"auth|cookie|key|token|secret|passw|signature|credential", re.I)
+_FORMATS = ("json", "ndjson")
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class HttpOptions(Options):
+    """Where the HTTP sink sends batches and how each request is made and judged.
+
+    Raises:
+        OptionError: a value is not allowed or two options contradict each other; the
+            message names the option, and never shows a secret or a header value.
+    """
+
+    url: str = option(
+        doc="Endpoint every batch is sent to, http:// or https://. Required. Credentials in "
+        "the URL (https://user:pass@host/) are moved to basic authentication.",
+    )
+    method: Literal["post", "put"] = option("post", doc="HTTP method: POST or PUT.")
+    headers: Mapping[str, str] | str | None = option(
+        None,
+        kind="object",
+        doc='Extra request headers: a JSON object (\'{"X-Team": "data"}\') or '
+        "'name1:value1,name2:value2'; from Python, a mapping. The sink's own headers "
+        "(authentication, idempotency key, content encoding) take precedence.",
+    )
+    bearer_token: str | None = option(
+        None, secret=True, doc="Sends 'Authorization: Bearer <token>'. Never shown."
+    )
+    basic_username: str | None = option(
+        None, doc="User name for basic authentication (with basicPassword)."
+    )
+    basic_password: str | None = option(
+        None, secret=True, doc="Password for basic authentication. Never shown."
+    )
+    api_key: str | None = option(
+        None, secret=True, doc="API key sent in the header apiKeyHeader. Never shown."
+    )
+    api_key_header: str = option("X-API-Key", doc="Header that carries apiKey.")
+    body_format: str | BodyEncoder = option(
+        "json",
+        kind="object",
+        doc="Request body: 'json' (a JSON array of the entries) or 'ndjson' (one entry per "
+        "line, each line ending in a newline); from Python, a callable that builds the body "
+        "from the list of encoded entries.",
+    )
+    content_type: str | None = option(
+        None,
+        doc="Content-Type of request bodies; defaults to application/json for 'json', "
+        "application/x-ndjson for 'ndjson' and application/octet-stream for a callable.",
+    )
+    entry_encoder: EntryEncoder | None = option(
+        None,
+        kind="object",
+        doc="From Python only: a callable turning each written element into its bytes, "
+        "replacing the JSON encoding (rows as objects, dates and timestamps in ISO 8601, "
+        "binary as base64, NaN and infinities as null).",
+    )
+    decimal_as: Literal["string", "number"] = option(
+        "string",
+        doc="How decimals are encoded: 'string' (\"12.50\", exact and safe for any JSON "
+        "reader) or 'number' (12.50, exact digits; readers that parse numbers as doubles may "
+        "round them).",
+    )
+    gzip: bool = option(
+        False,
+        doc="Compress request bodies with gzip (Content-Encoding: gzip). Batch size limits "
+        "apply to the uncompressed entries.",
+    )
+    gzip_level: int = option(6, minimum=0, doc="gzip compression level, 0 (none) to 9.")
+    tls_verify: bool = option(
+        True, doc="Verify the server's TLS certificate. Turn off only for tests."
+    )
+    ca_bundle: str | None = option(
+        None,
+        doc="Path to a PEM file of CA certificates to verify the server with, instead of the "
+        "system's. The path is read where the writer runs (on the executors).",
+    )
+    connect_timeout_ms: int = option(
+        10_000, kind="duration", minimum=1, doc="Longest wait to open a connection."
+    )
+    read_timeout_ms: int = option(
+        60_000,
+        kind="duration",
+        minimum=1,
+        doc="Longest wait for the next bytes of a response (and to send a request's). The "
+        "whole request is bounded by requestTimeoutMs as well.",
+    )
+    http2: bool = option(
+        False,
+        doc="Offer HTTP/2 (needs the h2 package: pip install asyncsink[http2]). Negotiated "
+        "over TLS; plain http:// URLs keep HTTP/1.1.",
+    )
+    idempotency_header: str = option(
+        "Idempotency-Key",
+        doc="Header carrying each request's idempotency key, identical on every re-send of "
+        "the same call; an empty value sends none.",
+    )
+    parse_partial_failures: bool = option(
+        True,
+        doc='Read per-entry outcomes from 2xx responses shaped {"errors": bool, "items": '
+        '[{"status": ...}, ...]} (item i is entry i): only failed entries are retried, and '
+        "entries refused with a 4xx item are bad records.",
+    )
+    parse_response: ResponseParser | None = option(
+        None,
+        kind="object",
+        doc="From Python only: a callable (response, entries) -> SubmitResult or None that "
+        "judges 2xx responses before the built-in parsing.",
+    )
+    reconcile_url: str | None = option(
+        None,
+        doc="URL template of the endpoint's idempotency status resource, with {key} for the "
+        "percent-encoded key (e.g. http://host/_control/status/{key}). When set, a call left "
+        "unfinished by an earlier attempt is settled by asking it instead of re-sending.",
+    )
+
+    def __post_init__(self) -> None:
+        self._normalise()
+        Options.__post_init__(self)
+        self._check_url(self.url, "url")
+        self._check_auth()
+        self._check_formats()
+        if self.gzip_level > 9:
+            raise OptionError("gzipLevel", self.gzip_level, "an integer from 0 to 9")
+        if self.ca_bundle is not None and not self.tls_verify:
+            raise OptionError(
+                "caBundle",
+                self.ca_bundle,
+                "no caBundle when tlsVerify is false",
+                message="options 'caBundle' and 'tlsVerify=false' contradict each other: "
+                "certificates are either verified against the bundle or not at all",
+            )
+        if self.idempotency_header and not _TOKEN.match(self.idempotency_header):
+            raise OptionError("idempotencyHeader", self.idempotency_header, "a header name")
+        if self.reconcile_url is not None:
+            if "{key}" not in self.reconcile_url:
+                raise OptionError(
+                    "reconcileUrl", self.reconcile_url, "a URL template containing {key}"
+                )
+            self._check_url(self.reconcile_url.replace("{key}", "key"), "reconcileUrl")
+        if self.parse_response is not None and not callable(self.parse_response):
+            raise OptionError(
+                "parseResponse", self.parse_response, "a callable (response, entries)"
+            )
+
+    def _set(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+
+    def _normalise(self) -> None:
+        if isinstance(self.method, str):
+            self._set("method", self.method.strip().lower())
+        if isinstance(self.body_format, str):
+            self._set("body_format", self.body_format.strip().lower())
+        self._set("headers", _parse_headers(self.headers))
+        if isinstance(self.url, str):
+            url = self.url.strip()
+            try:
+                parsed = httpx.URL(url)
+            except (httpx.InvalidURL, TypeError):
+                parsed = None
+            if parsed is not None and (parsed.username or parsed.password):
+                if self.basic_username is not None or self.basic_password is not None:
+                    raise OptionError(
+                        "url",
+                        "<not shown>",
+                        "a URL without credentials when basicUsername is set",
+                        message="option 'url' holds credentials and 'basicUsername' is set "
+                        "too: give the credentials once",
+                    )
+                self._set("basic_username", unquote(parsed.username))
+                self._set("basic_password", unquote(parsed.password))
+                url = str(parsed.copy_with(username=None, password=None))
+            self._set("url", url)
+
+    @staticmethod
+    def _check_url(url: str, name: str) -> None:
+        shown = url.split("?", 1)[0] if isinstance(url, str) else url
+        try:
+            parsed = httpx.URL(url)
+        except (httpx.InvalidURL, TypeError):
+            parsed = None
+        if parsed is None or parsed.scheme not in ("http", "https") or not parsed.host:
+            raise OptionError(name, shown, "an http:// or https:// URL with a host")
+
+    def _check_auth(self) -> None:
+        kinds = [
+            name
+            for name, given in (
+                ("bearerToken", self.bearer_token is not None),
+                ("basicUsername", self.basic_username is not None),
+                ("apiKey", self.api_key is not None),
+            )
+            if given
+        ]
+        if len(kinds) > 1:
+            raise OptionError(
+                kinds[1],
+                None,
+                "one kind of authentication",
+                message=f"options {kinds[0]!r} and {kinds[1]!r} contradict each other: "
+                "set one kind of authentication (bearer token, basic, or API key)",
+            )
+        if self.basic_password is not None and self.basic_username is None:
+            raise OptionError(
+                "basicUsername",
+                None,
+                "a user name",
+                message="option 'basicPassword' needs 'basicUsername' as well",
+            )
+        if self.basic_username is not None and ":" in self.basic_username:
+            raise OptionError("basicUsername", self.basic_username, "a user name without ':'")
+        if self.api_key is not None and not _TOKEN.match(self.api_key_header):
+            raise OptionError("apiKeyHeader", self.api_key_header, "a header name")
+        for name in ("bearer_token", "basic_password", "api_key"):
+            value = getattr(self, name)
+            if value is not None and (not value or _has_control(value)):
+                spark = {"bearer_token": "bearerToken", "basic_password": "basicPassword",
+                         "api_key": "apiKey"}[name]  # fmt: skip
+                raise OptionError(spark, "<hidden>", "a non-empty value without line breaks")
+
+    def _check_formats(self) -> None:
+        fmt = self.body_format
+        if not (fmt in _FORMATS or callable(fmt)):
+            raise OptionError("bodyFormat", fmt, "json, ndjson or (from Python) a callable")
+        if self.entry_encoder is not None and not callable(self.entry_encoder):
+            raise OptionError("entryEncoder", self.entry_encoder, "a callable (element) -> bytes")
+        if self.content_type is not None and (
+            not self.content_type.strip() or _has_control(self.content_type)
+        ):
+            raise OptionError("contentType", self.content_type, "a media type")
+
+    @property
+    def header_map(self) -> Mapping[str, str]:
+        """The extra request headers, parsed."""
+        headers = self.headers
+        assert isinstance(headers, Mapping)  # parsed in __post_init__
+        return headers
+
+    @property
+    def body_content_type(self) -> str:
+        """The Content-Type of request bodies."""
+        if self.content_type:
+            return self.content_type
+        if self.body_format == "json":
+            return "application/json"
+        if self.body_format == "ndjson":
+            return "application/x-ndjson"
+        return "application/octet-stream"
+
+    def auth_headers(self) -> dict[str, str]:
+        """The authentication header(s) these options call for."""
+        if self.bearer_token is not None:
+            return {"Authorization": f"Bearer {self.bearer_token}"}
+        if self.basic_username is not None:
+            pair = f"{self.basic_username}:{self.basic_password or ''}".encode()
+            return {"Authorization": "Basic " + base64.b64encode(pair).decode("ascii")}
+        if self.api_key is not None:
+            return {self.api_key_header: self.api_key}
+        return {}
+
+    def secrets(self) -> list[str]:
+        """Every value to keep out of logs, errors and excerpts: the credentials, the
+        Authorization value built from them, and the values of sensitive-looking headers."""
+        values = [self.bearer_token, self.basic_password, self.api_key]
+        values.extend(self.auth_headers().values())
+        headers = self.header_map
+        values.extend(v for k, v in headers.items() if _SENSITIVE_HEADER.search(k))
+        return [v for v in values if v]
+
+    def __repr__(self) -> str:
+        parts = []
+        for spec in option_specs(type(self)):
+            value = getattr(self, spec.name)
+            if spec.secret and value:
+                shown = "'***'"
+            elif spec.name == "headers" and value:
+                shown = repr(dict.fromkeys(value, "***"))
+            else:
+                shown = repr(value)
+            parts.append(f"{spec.name}={shown}")
+        return f"{type(self).__name__}({', '.join(parts)})"
+
+
+def _has_control(text: str) -> bool:
+    return any(ch in text for ch in "\r\n\0")
+
+
+def _parse_headers(raw: Mapping[str, str] | str | None) -> dict[str, str]:
+    """Headers from a mapping, a JSON object or 'k1:v1,k2:v2' (values never shown)."""
+    allowed = "a JSON object of strings or 'name1:value1,name2:value2'"
+    if raw is None:
+        return {}
+    pairs: list[tuple[Any, Any]]
+    if isinstance(raw, str):
+        text = raw.strip()
+        if not text:
+            return {}
+        if text.startswith("{"):
+            try:
+                loaded = orjson.loads(text)
+            except orjson.JSONDecodeError:
+                raise OptionError("headers", "<not shown>", allowed) from None
+            if not isinstance(loaded, dict):
+                raise OptionError("headers", "<not shown>", allowed)
+            pairs = list(loaded.items())
+        else:
+            pairs = []
+            for part in text.split(","):
+                name, sep, value = part.partition(":")
+                if not sep:
+                    raise OptionError("headers", "<not shown>", allowed)
+                pairs.append((name.strip(), value.strip()))
+    elif isinstance(raw, Mapping):
+        pairs = list(raw.items())
+    else:
+        raise OptionError("headers", type(raw).__name__, allowed)
+    headers: dict[str, str] = {}
+    for name, value in pairs:
+        if not isinstance(name, str) or not _TOKEN.match(name):
+            raise OptionError("headers", repr(name), "header names made of token characters")
+        if not isinstance(value, str) or _has_control(value):
+            raise OptionError(
+                "headers",
+                f"<value of {name}>",
+                "string header values without line breaks",
+            )
+        headers[name] = value
+    return headers

@@ -1,0 +1,288 @@
+"""``HttpWriter``: batches of rows POSTed (or PUT) to any HTTP endpoint, with httpx."""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import ssl
+from collections.abc import Collection, Mapping
+from functools import partial
+from types import TracebackType
+from typing import Any, Self
+from urllib.parse import quote
+
+import anyio.to_thread
+import httpx
+import orjson
+
+from asyncsink.errors import OptionError, WriterStateError
+from asyncsink.options import SinkOptions, parse_options, raise_unknown
+from asyncsink.request import CallInfo, SubmitResult, current_call
+from asyncsink.writer import AsyncSinkWriter
+
+from .classify import (
+    error_for_status,
+    error_for_transport,
+    held_by_status,
+    parse_items,
+    parse_retry_after,
+)
+from .encoding import JsonEntryEncoder, frame_json, frame_ndjson
+from .options import BodyEncoder, EntryEncoder, HttpOptions
+from .redact import Redactor, mask_in_logs, unmask_in_logs
+
+__all__ = ["HttpWriter", "create_writer"]
+
+log = logging.getLogger("asyncsink.http")
+
+_THREAD_GZIP_BYTES = 256 * 1024
+
+
+class HttpWriter(AsyncSinkWriter[Any, bytes]):
+    """Delivers rows to an HTTP endpoint: each request carries a batch of entries as a
+    JSON array (or NDJSON, or a body of the user's making).
+
+    Every element is encoded once, when written (see ``sinks.http.encoding``), and a
+    request's body is its entries joined. Each request carries the call's idempotency key
+    (``Idempotency-Key`` by default), the same on every re-send of that call, so an
+    endpoint that honours the header drops the duplicates that retries after timeouts and
+    lost responses would otherwise create. Answers are judged by status and, on 2xx, by
+    per-entry items (see ``sinks.http.classify``): only failed entries are re-sent, and
+    entries the endpoint refuses are bad records.
+
+    The writer opens one ``httpx.AsyncClient`` when entered (its pool holds
+    ``maxInFlightRequests`` connections) and closes it when it leaves. Spark reuses its
+    Python workers, so a runner may instead pass a ``client`` it caches per process: the
+    writer then uses it (adding its headers and timeouts to each request) and leaves it
+    open. While open, the writer keeps its credentials out of the log records of httpx,
+    httpcore, hpack and asyncsink.
+
+    Args:
+        http: where and how to send.
+        client: an ``httpx.AsyncClient`` to use instead of opening one; not closed here.
+        transport: the transport of the client the writer opens (tests, proxies).
+        **kwargs: ``options``, ``call_log`` and the rest of ``AsyncSinkWriter``'s arguments.
+    """
+
+    def __init__(
+        self,
+        http: HttpOptions,
+        *,
+        client: httpx.AsyncClient | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.http = http
+        self._client = client
+        self._owns_client = client is None
+        self._transport = transport
+        self._secrets = http.secrets()
+        self._redact = Redactor(self._secrets)
+        self._masking = False
+        encoder: EntryEncoder = http.entry_encoder or JsonEntryEncoder(decimal_as=http.decimal_as)
+        self._encode = encoder
+        self._custom_encoder = http.entry_encoder is not None
+        fmt = http.body_format
+        self._frame: BodyEncoder = (
+            fmt if callable(fmt) else frame_ndjson if fmt == "ndjson" else frame_json
+        )
+        self._method = http.method.upper()
+        self._url = http.url
+        headers = {"Content-Type": http.body_content_type, **http.header_map}
+        headers.update(http.auth_headers())
+        if http.gzip:
+            headers["Content-Encoding"] = "gzip"
+        self._headers = headers
+        self._auth = http.auth_headers()
+        self._key_header = http.idempotency_header
+        read = http.read_timeout_ms / 1000
+        self._timeouts = httpx.Timeout(
+            connect=http.connect_timeout_ms / 1000, read=read, write=read, pool=None
+        )
+
+    # ------------------------------------------------------------------ the contract
+
+    def convert(self, element: Any) -> bytes:
+        """The element's entry bytes (JSON unless an ``entryEncoder`` is set).
+
+        Raises:
+            EntryEncodingError: a value cannot be encoded; the message names its field.
+            TypeError: an ``entryEncoder`` returned something other than bytes.
+        """
+        data = self._encode(element)
+        if self._custom_encoder and not isinstance(data, bytes):
+            if isinstance(data, bytearray | memoryview):
+                return bytes(data)
+            raise TypeError(f"entryEncoder returned {type(data).__name__}, expected bytes")
+        return data
+
+    def entry_size(self, entry: bytes) -> int:
+        """The entry's length in bytes. A JSON body adds ``count + 1`` bytes of brackets
+        and commas to the sum, an NDJSON body ``count`` newlines."""
+        return len(entry)
+
+    def serialize_entry(self, entry: bytes) -> bytes:
+        return entry
+
+    async def submit_request_entries(self, entries: list[bytes]) -> SubmitResult | None:
+        """POST/PUT one batch; the entries to retry or reject come from the answer.
+
+        Raises:
+            RetryableError, ThrottledError, FatalError: see ``sinks.http.classify``.
+        """
+        body = self._frame(entries)
+        size = len(body)
+        headers = self._headers
+        if self._key_header:
+            headers = {**headers, self._key_header: current_call().idempotency_key}
+        if self.http.gzip:
+            body = await self._compress(body)
+        client = self._require_client()
+        request = client.build_request(
+            self._method, self._url, content=body, headers=headers, timeout=self._timeouts
+        )
+        try:
+            response = await client.send(request)
+        except httpx.HTTPError as exc:
+            raise error_for_transport(exc, request, self._redact) from exc
+        status = response.status_code
+        if not 200 <= status <= 299:
+            raise error_for_status(response, self._redact, body_size=size)
+        hook = self.http.parse_response
+        if hook is not None:
+            result = hook(response, entries)
+            if result is not None:
+                return result
+        if not self.http.parse_partial_failures:
+            return None
+        return parse_items(
+            response.content,
+            len(entries),
+            self._redact,
+            retry_after=parse_retry_after(response.headers.get("retry-after")),
+        )
+
+    async def reconcile(self, call: CallInfo) -> Collection[int] | None:
+        """With ``reconcileUrl``: ask the endpoint what it holds of a call an earlier
+        attempt left unfinished. A completed key gives the entries its stored answer
+        accepted; an unknown key (404) gives none, so they are sent again as new; anything
+        else (in flight, an error, no answer) cannot tell, and the call is re-sent as it
+        was, with the same key."""
+        template = self.http.reconcile_url
+        if template is None:
+            return None
+        url = template.replace("{key}", quote(call.idempotency_key, safe=""))
+        client = self._require_client()
+        try:
+            response = await client.get(url, headers=self._auth, timeout=self._timeouts)
+        except httpx.HTTPError as exc:
+            log.warning("%s: cannot reconcile call %d: %s", call.scope, call.call_id,
+                        error_for_transport(exc, None, self._redact))  # fmt: skip
+            return None
+        if response.status_code == 404:
+            return ()
+        if response.status_code != 200:
+            log.warning("%s: cannot reconcile call %d: %s", call.scope, call.call_id,
+                        error_for_status(response, self._redact))  # fmt: skip
+            return None
+        try:
+            payload = orjson.loads(response.content)
+        except orjson.JSONDecodeError:
+            return None
+        return held_by_status(payload, call.seqs)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def __aenter__(self) -> Self:
+        if self._masking:  # already open: let the core say so
+            return await super().__aenter__()
+        if self._client is None:
+            self._client = self._open_client()
+        mask_in_logs(self._secrets)
+        self._masking = True
+        try:
+            return await super().__aenter__()
+        except BaseException:
+            await self._release()
+            raise
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            await super().__aexit__(exc_type, exc, tb)
+        finally:
+            await self._release()
+
+    async def _release(self) -> None:
+        client = self._client
+        try:
+            if self._owns_client and client is not None:
+                self._client = None
+                await client.aclose()
+        finally:
+            if self._masking:
+                self._masking = False
+                unmask_in_logs(self._secrets)
+
+    def _open_client(self) -> httpx.AsyncClient:
+        http = self.http
+        verify: Any = http.tls_verify
+        if http.tls_verify and http.ca_bundle:
+            try:
+                verify = ssl.create_default_context(cafile=http.ca_bundle)
+            except (OSError, ssl.SSLError) as exc:
+                raise OptionError(
+                    "caBundle", http.ca_bundle, f"a readable PEM file of CA certificates ({exc})"
+                ) from exc
+        size = self.options.max_in_flight_requests
+        try:
+            return httpx.AsyncClient(
+                http2=http.http2,
+                verify=verify,
+                timeout=self._timeouts,
+                limits=httpx.Limits(max_connections=size, max_keepalive_connections=size),
+                transport=self._transport,
+                follow_redirects=False,
+            )
+        except ImportError as exc:
+            raise ImportError(
+                f"option 'http2' needs the h2 package: pip install asyncsink[http2] ({exc})"
+            ) from exc
+
+    def _require_client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            raise WriterStateError("the writer is not open: use it inside 'async with'")
+        return self._client
+
+    async def _compress(self, body: bytes) -> bytes:
+        # mtime=0: a re-sent call must carry the very same bytes as the first send.
+        compress = partial(gzip.compress, body, compresslevel=self.http.gzip_level, mtime=0)
+        if len(body) >= _THREAD_GZIP_BYTES:
+            return await anyio.to_thread.run_sync(compress)
+        return compress()
+
+
+def create_writer(options: Mapping[str, Any], **kwargs: Any) -> HttpWriter:
+    """An ``HttpWriter`` from one mapping of Spark options (string values, names matched
+    case-insensitively): the writer's ``SinkOptions`` and the ``HttpOptions``.
+
+    Values may also be Python objects (a ``parseResponse`` or ``bodyFormat`` callable, a
+    ``deadLetter`` callable). ``kwargs`` go to ``HttpWriter`` (``call_log``, ``client``,
+    ``transport``).
+
+    Raises:
+        OptionError: an unknown option (named, with the known ones), a missing ``url``, or
+            an invalid value.
+    """
+    sink, rest = parse_options(SinkOptions, options)
+    if not any(key.lower() == "url" for key in rest):
+        raise OptionError("url", None, "the endpoint's http:// or https:// URL (required)")
+    http, rest = parse_options(HttpOptions, rest)
+    if rest:
+        raise_unknown(rest, [SinkOptions, HttpOptions])
+    return HttpWriter(http, options=sink, **kwargs)
