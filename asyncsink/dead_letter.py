@@ -36,8 +36,13 @@ class DeadLetter:
             text: dict[str, str] = {"record": self.record.decode()}
         except UnicodeDecodeError:
             text = {"record_base64": base64.b64encode(self.record).decode()}
-        line = {"position": self.position, "reason": self.reason, "scope": self.scope,
-                "time": time.time(), **text}
+        line = {
+            "position": self.position,
+            "reason": self.reason,
+            "scope": self.scope,
+            "time": time.time(),
+            **text,
+        }
         return orjson.dumps(line)
 
 

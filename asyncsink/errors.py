@@ -58,7 +58,9 @@ class OptionError(AsyncSinkError, ValueError):
     def unknown(cls, name: str, known: list[str]) -> OptionError:
         """An option nobody claimed. Its value is not shown: it may be a mistyped secret."""
         allowed = ", ".join(known)
-        return cls(name, None, allowed, message=f"unknown option {name!r}; known options: {allowed}")
+        return cls(
+            name, None, allowed, message=f"unknown option {name!r}; known options: {allowed}"
+        )
 
 
 class WriterStateError(AsyncSinkError, RuntimeError):

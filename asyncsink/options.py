@@ -38,7 +38,7 @@ _NUMBER_WITH_UNIT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$")
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 
-O = TypeVar("O", bound="Options")
+OptionsT = TypeVar("OptionsT", bound="Options")
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +97,7 @@ class Options:
         return f"{type(self).__name__}({', '.join(parts)})"
 
     @classmethod
-    def from_options(cls: type[O], raw: Mapping[str, Any]) -> O:
+    def from_options(cls: type[OptionsT], raw: Mapping[str, Any]) -> OptionsT:
         """Build from Spark-style options; every key must belong to this group."""
         parsed, unknown = parse_options(cls, raw)
         if unknown:
@@ -123,8 +123,9 @@ def option_specs(cls: type) -> tuple[OptionSpec, ...]:
         choices = _literal_choices(hint)
         kind = meta["kind"] or _kind_of(hint, choices)
         default = f.default if f.default is not _MISSING else None
-        if f.default_factory is not _MISSING:
-            default = f.default_factory()
+        factory: Any = f.default_factory
+        if factory is not _MISSING:
+            default = factory()
         specs.append(
             OptionSpec(
                 name=f.name,
@@ -141,7 +142,7 @@ def option_specs(cls: type) -> tuple[OptionSpec, ...]:
     return result
 
 
-def parse_options(cls: type[O], raw: Mapping[str, Any]) -> tuple[O, dict[str, Any]]:
+def parse_options(cls: type[OptionsT], raw: Mapping[str, Any]) -> tuple[OptionsT, dict[str, Any]]:
     """Build ``cls`` from the keys of ``raw`` it knows (case-insensitive Spark names or
     field names); return it with the keys it did not know, for the next group to claim."""
     by_key: dict[str, OptionSpec] = {}
@@ -151,10 +152,11 @@ def parse_options(cls: type[O], raw: Mapping[str, Any]) -> tuple[O, dict[str, An
     values: dict[str, Any] = {}
     unknown: dict[str, Any] = {}
     for key, value in raw.items():
-        spec = by_key.get(key.lower())
-        if spec is None:
+        found = by_key.get(key.lower())
+        if found is None:
             unknown[key] = value
         else:
+            spec = found
             values[spec.name] = _from_string(spec, value) if isinstance(value, str) else value
     return cls(**values), unknown
 

@@ -43,9 +43,7 @@ def default_classification(exc: BaseException) -> ErrorKind:
 class RetryPolicy:
     """Backoff delays in seconds for the ``attempt``-th retry (1-based)."""
 
-    def __init__(
-        self, initial_ms: int, max_ms: int, *, rng: random.Random | None = None
-    ) -> None:
+    def __init__(self, initial_ms: int, max_ms: int, *, rng: random.Random | None = None) -> None:
         self.initial = initial_ms / 1000
         self.max = max_ms / 1000
         self._rng = rng or random.Random()

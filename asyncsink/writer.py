@@ -130,9 +130,19 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         self._wake = anyio.Event()
         self._skip_all = False
         self._counts = dict.fromkeys(
-            ("delivered", "dead_lettered", "retried", "bytes_sent", "requests",
-             "requests_failed", "throttled", "timeouts", "late_responses"), 0
-        )  # fmt: skip
+            (
+                "delivered",
+                "dead_lettered",
+                "retried",
+                "bytes_sent",
+                "requests",
+                "requests_failed",
+                "throttled",
+                "timeouts",
+                "late_responses",
+            ),
+            0,
+        )
         self._latency = new_latency_counts()
 
     # ------------------------------------------------------------------ the contract
@@ -543,8 +553,9 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             self._log.record_result(call.info, acked, rejected_seqs, result.detail)
         for index, reason in rejected.items():
             try:
-                self._bad_record(items[index].seq, f"rejected by the destination: {reason}",
-                                 items[index].entry)  # fmt: skip
+                self._bad_record(
+                    items[index].seq, f"rejected by the destination: {reason}", items[index].entry
+                )
             except BadRecordError as exc:
                 self._fail(exc, call)
                 return
@@ -588,8 +599,11 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         if len(kept) < len(items):
             log.warning(
                 "%s: %d entries out of retries (maxRetries=%d): %s",
-                self._scope, len(items) - len(kept), self.options.max_retries, error,
-            )  # fmt: skip
+                self._scope,
+                len(items) - len(kept),
+                self.options.max_retries,
+                error,
+            )
         if kept:
             self._counts["retried"] += len(kept)
             delay = self._retry.delay(attempts, retry_after)
@@ -670,4 +684,3 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             f"<{type(self).__name__} {self._state.value} scope={self._scope} "
             f"buffered={len(self._buffer)} in_flight={len(self._calls)}>"
         )
-

@@ -42,8 +42,9 @@ class NullWriter(AsyncSinkWriter[bytes, bytes]):
 
 
 async def with_asyncsink(payloads: list[bytes], latency: float) -> int:
-    writer = NullWriter(latency, options=SinkOptions(max_batch_size=BATCH,
-                                                     max_in_flight_requests=IN_FLIGHT))  # fmt: skip
+    writer = NullWriter(
+        latency, options=SinkOptions(max_batch_size=BATCH, max_in_flight_requests=IN_FLIGHT)
+    )
     async with writer:
         await writer.write_all(payloads)
     return writer.received
@@ -77,8 +78,11 @@ async def hand_written(payloads: list[bytes], latency: float) -> int:
     return received
 
 
-def timed(fn: Callable[[list[bytes], float], Coroutine[Any, Any, int]], payloads: list[bytes],
-          latency: float) -> float:  # fmt: skip
+def timed(
+    fn: Callable[[list[bytes], float], Coroutine[Any, Any, int]],
+    payloads: list[bytes],
+    latency: float,
+) -> float:
     started = time.perf_counter()
     received = anyio.run(fn, payloads, latency)
     elapsed = time.perf_counter() - started
@@ -99,8 +103,10 @@ def main() -> None:
         ours.append(timed(with_asyncsink, payloads, latency))
         theirs.append(timed(hand_written, payloads, latency))
     a, b = statistics.median(ours), statistics.median(theirs)
-    print(f"{args.entries} entries, batches of {BATCH}, {IN_FLIGHT} in flight, "
-          f"latency {args.latency_ms:g} ms, median of {args.rounds} alternating rounds")  # fmt: skip
+    print(
+        f"{args.entries} entries, batches of {BATCH}, {IN_FLIGHT} in flight, "
+        f"latency {args.latency_ms:g} ms, median of {args.rounds} alternating rounds"
+    )
     print(f"{'side':<28}{'entries/s':>14}")
     print(f"{'asyncsink AsyncSinkWriter':<28}{a:>14,.0f}")
     print(f"{'hand-written anyio loop':<28}{b:>14,.0f}")

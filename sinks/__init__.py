@@ -51,10 +51,14 @@ def _load(name: str, which: int) -> Any:
     try:
         entry = SHIMS[name.lower()]
     except KeyError:
-        raise ValueError(f"unknown sink {name!r}; known sinks: {', '.join(sorted(SHIMS))}") from None
+        raise ValueError(
+            f"unknown sink {name!r}; known sinks: {', '.join(sorted(SHIMS))}"
+        ) from None
     module_name, _, attr = entry[which].partition(":")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ImportError(f"sink {name!r} needs a package that is missing ({exc}): {entry[2]}") from exc
+        raise ImportError(
+            f"sink {name!r} needs a package that is missing ({exc}): {entry[2]}"
+        ) from exc
     return getattr(module, attr)

@@ -149,8 +149,11 @@ class CallLog:
         if self._records:
             log.info(
                 "%s: recovering %d calls (%d entries delivered, %d to re-send as before)",
-                self.scope, len(self._records), len(self._done), len(self._resend),
-            )  # fmt: skip
+                self.scope,
+                len(self._records),
+                len(self._done),
+                len(self._resend),
+            )
         await self.sync()
 
     def _decode_meta(self, data: bytes) -> int:
@@ -219,8 +222,12 @@ class CallLog:
             "%s: entry %d differs from what call %d sent: the input changed since the "
             "earlier attempt (Spark replays must be deterministic); dropping call %d and "
             "the %d calls after it and sending their entries again",
-            self.scope, seq, record.call_id, record.call_id, len(dropped) - 1,
-        )  # fmt: skip
+            self.scope,
+            seq,
+            record.call_id,
+            record.call_id,
+            len(dropped) - 1,
+        )
         for dead in dropped:
             del self._records[dead.call_id]
             self._deletes.add(_key(dead.call_id))
@@ -249,8 +256,11 @@ class CallLog:
             log.warning(
                 "%s: only %d of the %d entries of call %d were written again; the input "
                 "changed since the earlier attempt; sending them in new calls",
-                self.scope, len(collected), len(self._records[call_id].seqs), call_id,
-            )  # fmt: skip
+                self.scope,
+                len(collected),
+                len(self._records[call_id].seqs),
+                call_id,
+            )
             self._released.extend(collected.values())
             self._deletes.add(_key(call_id))
             del self._records[call_id]
@@ -258,8 +268,9 @@ class CallLog:
         if self._done:
             log.warning(
                 "%s: %d entries delivered by an earlier attempt were not written again",
-                self.scope, len(self._done),
-            )  # fmt: skip
+                self.scope,
+                len(self._done),
+            )
         self._done.clear()
         self._resend.clear()
         self.recovering = False

@@ -194,8 +194,13 @@ class FnRecord:
     error: dict[str, str] | None = None
 
     def encode(self) -> bytes:
-        body = {"v": _FORMAT_VERSION, "call": self.index, "fn": self.function,
-                "args": self.digest, "status": self.status}  # fmt: skip
+        body = {
+            "v": _FORMAT_VERSION,
+            "call": self.index,
+            "fn": self.function,
+            "args": self.digest,
+            "status": self.status,
+        }
         if self.result is not None:
             body["result"] = self.result
         if self.error is not None:
@@ -486,9 +491,13 @@ class DurableContext:
             "%s: durable call %d was %s and is now %s%s: the code or its input changed since "
             "an earlier attempt (calls must be deterministic); dropping its record and the "
             "%d after it",
-            self.scope, index, record.function, function,
-            " with other arguments" if record.function == function else "", len(doomed) - 1,
-        )  # fmt: skip
+            self.scope,
+            index,
+            record.function,
+            function,
+            " with other arguments" if record.function == function else "",
+            len(doomed) - 1,
+        )
         for i in doomed:
             del self._records[i]
         self._counts["dropped"] += len(doomed)

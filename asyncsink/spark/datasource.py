@@ -48,7 +48,7 @@ log = logging.getLogger("asyncsink.spark")
 
 
 @dataclass
-class AsyncSinkCommitMessage(WriterCommitMessage):  # type: ignore[misc]
+class AsyncSinkCommitMessage(WriterCommitMessage):
     """One task's statistics, sent to the driver's ``commit``."""
 
     statistics: WriterStatistics
@@ -65,7 +65,7 @@ def _sum(messages: list[Any]) -> tuple[WriterStatistics, int]:
     return total, failed
 
 
-class _BatchWriter(DataSourceWriter):  # type: ignore[misc]
+class _BatchWriter(DataSourceWriter):
     def __init__(self, spec: SinkSpec) -> None:
         self.spec = spec
 
@@ -80,11 +80,13 @@ class _BatchWriter(DataSourceWriter):  # type: ignore[misc]
         total, failed = _sum(messages)
         log.warning(
             "write of %s aborted (%d tasks failed); call records are kept for the retry: %s",
-            self.spec.sink, failed, total.summary(),
-        )  # fmt: skip
+            self.spec.sink,
+            failed,
+            total.summary(),
+        )
 
 
-class _StreamWriter(DataSourceStreamWriter):  # type: ignore[misc]
+class _StreamWriter(DataSourceStreamWriter):
     def __init__(self, spec: SinkSpec) -> None:
         self.spec = spec
 
@@ -105,11 +107,14 @@ class _StreamWriter(DataSourceStreamWriter):  # type: ignore[misc]
         total, failed = _sum(messages)
         log.warning(
             "batch %d of %s aborted (%d tasks failed); call records are kept: %s",
-            batchId, self.spec.sink, failed, total.summary(),
-        )  # fmt: skip
+            batchId,
+            self.spec.sink,
+            failed,
+            total.summary(),
+        )
 
 
-class AsyncSinkDataSource(DataSource):  # type: ignore[misc]
+class AsyncSinkDataSource(DataSource):
     """The generic data source: option ``writer`` names an ``AsyncSinkWriter`` subclass."""
 
     shim: str | None = None
@@ -157,6 +162,5 @@ class ElasticsearchDataSource(AsyncSinkDataSource):
 
 
 def register(spark: Any) -> None:
-    for source in (AsyncSinkDataSource, HttpDataSource, KinesisDataSource,
-                   ElasticsearchDataSource):  # fmt: skip
+    for source in (AsyncSinkDataSource, HttpDataSource, KinesisDataSource, ElasticsearchDataSource):
         spark.dataSource.register(source)

@@ -90,7 +90,9 @@ def task_scope(spec: SinkSpec, batch_id: int | None) -> Scope | None:
     return Scope(spec.durable.sink_id, batch, partition)
 
 
-def run_partition(spec: SinkSpec, rows: Iterable[Any], batch_id: int | None = None) -> WriterStatistics:
+def run_partition(
+    spec: SinkSpec, rows: Iterable[Any], batch_id: int | None = None
+) -> WriterStatistics:
     """Deliver ``rows`` with a writer built from ``spec``; return its statistics.
 
     Raises:
@@ -112,7 +114,8 @@ def run_partition(spec: SinkSpec, rows: Iterable[Any], batch_id: int | None = No
                 break  # the writer stopped; its error is in the future
     finally:
         portal.call(send.aclose)
-    return future.result()
+    stats: WriterStatistics = future.result()
+    return stats
 
 
 async def _channel() -> tuple[ObjectSendStream[list[Any]], ObjectReceiveStream[list[Any]]]:

@@ -95,6 +95,7 @@ class EsApp:
         self._faults = faults
         self._rng = random.Random(faults.seed)
         self._fail_queue: deque[int] = deque(faults.fail_statuses)
+        self._in_flight = 0
         self._reset_counters()
 
     def _reset_counters(self) -> None:
@@ -104,8 +105,7 @@ class EsApp:
         self._responses: dict[int, int] = {}
         self._dropped = 0
         self._hung = 0
-        self._in_flight = 0
-        self._max_in_flight = 0
+        self._max_in_flight = self._in_flight
         self._internal_errors = 0
         self._cpu_start = time.thread_time()
 
@@ -211,10 +211,8 @@ class EsApp:
             return HttpResponse(status, body, content_type)
         if index is not None and len(parts) == 1:
             return self._index_admin(request, index, content_type)
-        raise EsRequestError(
-            400, "illegal_argument_exception",
-            f"no handler found for uri [{path}] and method [{method}]",
-        )  # fmt: skip
+        reason = f"no handler found for uri [{path}] and method [{method}]"
+        raise EsRequestError(400, "illegal_argument_exception", reason)
 
     async def _delay_and_authenticate(self, request: HttpRequest) -> None:
         faults = self._faults
@@ -316,11 +314,11 @@ def _negotiate(request: HttpRequest) -> str:
         match = _COMPAT.search(value)
         version = match.group(1) if match else ""
         if version not in ("7", "8", "9"):
-            raise EsRequestError(
-                400, "media_type_header_exception",
-                f"Invalid media-type value on headers [{name}]: compatible-with={version!r} "
-                "is not supported",
-            )  # fmt: skip
+            reason = (
+                f"Invalid media-type value on headers [{name}]: "
+                f"compatible-with={version!r} is not supported"
+            )
+            raise EsRequestError(400, "media_type_header_exception", reason)
         if name == "accept":
             chosen = f"application/vnd.elasticsearch+json;compatible-with={version}"
     return chosen
@@ -343,11 +341,11 @@ def _check_auth(request: HttpRequest, expected: str) -> None:
 
 def _allow(request: HttpRequest, methods: tuple[str, ...]) -> None:
     if request.method not in methods:
-        raise EsRequestError(
-            405, "method_not_allowed",
+        reason = (
             f"Incorrect HTTP method for uri [{request.path}] and method [{request.method}], "
-            f"allowed: [{', '.join(methods)}]",
-        )  # fmt: skip
+            f"allowed: [{', '.join(methods)}]"
+        )
+        raise EsRequestError(405, "method_not_allowed", reason)
 
 
 def _decoded_body(request: HttpRequest) -> bytes:

@@ -56,11 +56,16 @@ _STOP_WAIT_S = 5.0
 _CONTROL_TIMEOUT_S = 30.0
 
 
+_NO_FAULTS = EsFaults()
+
+
 class ElasticsearchServer:
     """An Elasticsearch-compatible endpoint on ``host:port`` (port 0: a free one).
 
-    Use it as a context manager, or call :meth:`start` and :meth:`stop`. Not reentrant:
-    start it once.
+    Use it as a context manager, or call :meth:`start` and :meth:`stop`; a stopped server
+    can be started again (with empty indices). The child process is started with
+    multiprocessing's ``spawn`` method, so a plain script that creates the server must keep
+    its top-level code under ``if __name__ == "__main__":``.
 
     Raises:
         RuntimeError: from :meth:`start`, when the server cannot bind or does not come up.
@@ -68,13 +73,13 @@ class ElasticsearchServer:
 
     def __init__(
         self,
-        faults: EsFaults | None = None,
+        faults: EsFaults = _NO_FAULTS,
         *,
         host: str = "127.0.0.1",
         port: int = 0,
         in_thread: bool = False,
     ) -> None:
-        self._faults = faults if faults is not None else EsFaults()
+        self._faults = faults
         self._host = host
         self._port = port
         self._in_thread = in_thread
@@ -156,11 +161,14 @@ class ElasticsearchServer:
             name="asyncsink-es-test-server",
             daemon=True,
         )
-        self._process, self._pipe = process, parent
         try:
             process.start()
+        except BaseException:
+            parent.close()
+            raise
         finally:
             child.close()
+        self._process, self._pipe = process, parent
         try:
             message = parent.recv() if parent.poll(_START_TIMEOUT_S) else None
         except EOFError:
@@ -206,10 +214,7 @@ class ElasticsearchServer:
     ) -> None:
         stop = asyncio.Event()
         self._thread_loop, self._thread_stop = asyncio.get_running_loop(), stop
-        app = EsApp(self._faults)
-        server = HttpServer(
-            app.handle, host=self._host, port=self._port, default_headers=PRODUCT_HEADERS
-        )
+        server = _http_server(self._host, self._port, self._faults)
         try:
             outcome.append(await server.start())
         except OSError as exc:
@@ -272,9 +277,16 @@ class ElasticsearchServer:
         return orjson.loads(data)
 
 
+def _http_server(host: str, port: int, faults: EsFaults) -> HttpServer:
+    app = EsApp(faults)
+    return HttpServer(app.handle, host=host, port=port, default_headers=PRODUCT_HEADERS)
+
+
 def _child_main(host: str, port: int, faults: EsFaults, pipe: Connection) -> None:
-    # The child holds millions of small objects none of which form cycles; collecting less
-    # often saves a fifth of the CPU of a growing index.
+    # Ctrl-C reaches the whole process group; the parent decides when the child stops.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The child holds many small objects none of which form cycles; collecting less often
+    # saves about a fifth of its CPU while an index grows.
     gc.set_threshold(50_000, 20, 100)
     try:
         asyncio.run(_child_serve(host, port, faults, pipe))
@@ -285,8 +297,7 @@ def _child_main(host: str, port: int, faults: EsFaults, pipe: Connection) -> Non
 async def _child_serve(host: str, port: int, faults: EsFaults, pipe: Connection) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
-    app = EsApp(faults)
-    server = HttpServer(app.handle, host=host, port=port, default_headers=PRODUCT_HEADERS)
+    server = _http_server(host, port, faults)
     try:
         bound = await server.start()
     except OSError as exc:
@@ -304,8 +315,7 @@ async def _child_serve(host: str, port: int, faults: EsFaults, pipe: Connection)
 
 
 async def _serve_until_cancelled(host: str, port: int, faults: EsFaults) -> None:
-    app = EsApp(faults)
-    server = HttpServer(app.handle, host=host, port=port, default_headers=PRODUCT_HEADERS)
+    server = _http_server(host, port, faults)
     bound = await server.start()
     shown = f"[{host}]" if ":" in host else host
     print(f"http://{shown}:{bound}", flush=True)
@@ -343,6 +353,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         faults = EsFaults(**options)
     except ValueError as exc:
         parser.error(str(exc))
+    gc.set_threshold(50_000, 20, 100)  # as in the child process: a dedicated server
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_serve_until_cancelled(host, port, faults))
     return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gzip
 import logging
 import ssl
@@ -231,10 +232,11 @@ class HttpWriter(AsyncSinkWriter[Any, bytes]):
 
     def _open_client(self) -> httpx.AsyncClient:
         http = self.http
-        verify: Any = http.tls_verify
-        if http.tls_verify and http.ca_bundle:
+        verify: ssl.SSLContext | bool = False
+        urls = (http.url, http.reconcile_url or "")
+        if http.tls_verify and any(url.lower().startswith("https:") for url in urls):
             try:
-                verify = ssl.create_default_context(cafile=http.ca_bundle)
+                verify = _tls_context(http.ca_bundle, http.http2)
             except (OSError, ssl.SSLError) as exc:
                 raise OptionError(
                     "caBundle", http.ca_bundle, f"a readable PEM file of CA certificates ({exc})"
@@ -265,6 +267,16 @@ class HttpWriter(AsyncSinkWriter[Any, bytes]):
         if len(body) >= _THREAD_GZIP_BYTES:
             return await anyio.to_thread.run_sync(compress)
         return compress()
+
+
+@functools.lru_cache(maxsize=16)
+def _tls_context(ca_bundle: str | None, http2: bool) -> ssl.SSLContext:
+    """A verifying TLS context, shared by the writers of a process: loading the CA
+    certificates takes a tenth of a second or more, too long to repeat for every writer.
+    Keyed by ``http2`` too, since the connection pool sets its ALPN protocols on it."""
+    if ca_bundle is None:
+        return httpx.create_ssl_context()
+    return ssl.create_default_context(cafile=ca_bundle)
 
 
 def create_writer(options: Mapping[str, Any], **kwargs: Any) -> HttpWriter:

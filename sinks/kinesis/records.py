@@ -77,7 +77,26 @@ def to_json(row: Mapping[str, Any]) -> bytes:
     try:
         return orjson.dumps(row, default=_json_default, option=_JSON_OPTIONS)
     except TypeError as exc:
+        if "64-bit" in str(exc):
+            try:
+                return orjson.dumps(_exact_ints(row), default=_json_default, option=_JSON_OPTIONS)
+            except TypeError:
+                pass
         raise TypeError(_json_failure(row, exc)) from exc
+
+
+def _exact_ints(value: Any) -> Any:
+    """``value`` with integers beyond 64 bits as exact JSON numbers (orjson refuses them)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return orjson.Fragment(str(value).encode()) if abs(value) >= 2**63 else value
+    as_dict = getattr(value, "asDict", None)
+    if callable(as_dict):
+        value = as_dict()
+    if isinstance(value, Mapping):
+        return {key: _exact_ints(item) for key, item in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_exact_ints(item) for item in value]
+    return value
 
 
 def _json_default(value: Any) -> Any:

@@ -76,6 +76,8 @@ class FakeWriter(AsyncSinkWriter[Any, Any]):
             return len(entry)
         return self.size
 
-    async def submit_request_entries(self, entries: list[Any]) -> Sequence[Any] | SubmitResult | None:
+    async def submit_request_entries(
+        self, entries: list[Any]
+    ) -> Sequence[Any] | SubmitResult | None:
         result: Any = await self.destination.receive(entries)
         return result

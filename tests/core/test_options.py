@@ -35,7 +35,10 @@ def test_spark_strings_parse_case_insensitively_with_units() -> None:
 def test_defaults_match_the_documented_table() -> None:
     opts = SinkOptions()
     assert (opts.max_batch_size, opts.max_batch_size_in_bytes, opts.max_record_size_in_bytes) == (
-        500, 5 * 1024 * 1024, 1024 * 1024)  # fmt: skip
+        500,
+        5 * 1024 * 1024,
+        1024 * 1024,
+    )
     assert (opts.max_buffered_requests, opts.max_time_in_buffer_ms) == (10_000, 5000)
     assert (opts.max_in_flight_requests, opts.request_timeout_ms) == (16, 60_000)
     assert (opts.max_retries, opts.initial_backoff_ms, opts.max_backoff_ms) == (10, 100, 10_000)

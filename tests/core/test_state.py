@@ -6,6 +6,7 @@ import resource
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from asyncsink import CallInfo, SinkOptions, WriterSnapshot
@@ -27,8 +28,13 @@ async def test_restoring_any_snapshot_delivers_every_entry() -> None:
         return fail
 
     first = Destination(flaky, latency=0.002)
-    options = SinkOptions(max_batch_size=7, max_in_flight_requests=4, initial_backoff_ms=1,
-                          max_backoff_ms=5, max_time_in_buffer_ms=5)  # fmt: skip
+    options = SinkOptions(
+        max_batch_size=7,
+        max_in_flight_requests=4,
+        initial_backoff_ms=1,
+        max_backoff_ms=5,
+        max_time_in_buffer_ms=5,
+    )
     snapshots: list[tuple[int, WriterSnapshot[int]]] = []
     writer = FakeWriter(first, options=options)
     async with writer:
@@ -37,7 +43,7 @@ async def test_restoring_any_snapshot_delivers_every_entry() -> None:
                 snapshots.append((len(first.accepted), writer.snapshot()))
             await writer.write(i)
             if i % 3 == 0:
-                await anyio.sleep(0)
+                await anyio.lowlevel.checkpoint()
     assert sorted(first.accepted) == list(range(total))
     assert len(snapshots) == total // 10
     assert any(snap.entries for _, snap in snapshots)  # snapshots did see buffered entries

@@ -43,7 +43,9 @@ async def test_batches_are_cut_by_count() -> None:
 
 async def test_batches_are_cut_by_bytes() -> None:
     dest = Destination()
-    options = SinkOptions(max_batch_size=100, max_batch_size_in_bytes=35, max_record_size_in_bytes=35)
+    options = SinkOptions(
+        max_batch_size=100, max_batch_size_in_bytes=35, max_record_size_in_bytes=35
+    )
     await deliver(FakeWriter(dest, size=10, options=options), range(10))
     assert [len(r) for r in dest.requests] == [3, 3, 3, 1]
     assert sorted(dest.accepted) == list(range(10))
@@ -345,7 +347,9 @@ async def test_rejected_entries_go_to_a_json_lines_file(tmp_path: Any) -> None:
     path = tmp_path / "dlq" / "bad.jsonl"
 
     def handler(entries: list[bytes], call: CallInfo) -> SubmitResult:
-        return SubmitResult(rejected={i: "mapping error" for i, e in enumerate(entries) if e == b"bad"})
+        return SubmitResult(
+            rejected={i: "mapping error" for i, e in enumerate(entries) if e == b"bad"}
+        )
 
     dest = Destination(handler)
     writer = FakeWriter(dest, options=SinkOptions(dead_letter=str(path)))

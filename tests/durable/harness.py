@@ -11,6 +11,8 @@ import anyio
 from asyncsink import AsyncSinkWriter, CallInfo, CallLog, Scope, SinkOptions, current_call
 from asyncsink.stores.base import RecordStore, ScopeInfo, ScopeState
 
+SCOPE = Scope("sink", 0, 0)
+
 
 class Crash(BaseException):
     """Stands for the process dying: nothing catches it, nothing cleans up after it."""
@@ -116,8 +118,12 @@ class CrashingStore(RecordStore):
 
 
 def options(**overrides: Any) -> SinkOptions:
-    base: dict[str, Any] = {"max_batch_size": 10, "max_in_flight_requests": 4,
-                            "initial_backoff_ms": 1, "max_backoff_ms": 5}  # fmt: skip
+    base: dict[str, Any] = {
+        "max_batch_size": 10,
+        "max_in_flight_requests": 4,
+        "initial_backoff_ms": 1,
+        "max_backoff_ms": 5,
+    }
     return SinkOptions(**{**base, **overrides})
 
 
@@ -126,15 +132,17 @@ async def run_attempt(
     destination: Destination,
     elements: Iterable[Any],
     *,
-    scope: Scope = Scope("sink", 0, 0),
+    scope: Scope = SCOPE,
     reconciles: bool = False,
     **overrides: Any,
 ) -> EntryWriter:
     """One attempt of the scope: write everything, pass the barrier (or crash)."""
     writer = EntryWriter(
-        destination, reconciles=reconciles, options=options(**overrides),
+        destination,
+        reconciles=reconciles,
+        options=options(**overrides),
         call_log=CallLog(store, scope),
-    )  # fmt: skip
+    )
     async with writer:
         await writer.write_all(elements)
     return writer

@@ -131,7 +131,9 @@ async def test_changed_arguments_drop_that_record_and_every_later_one_then_run_a
     async with DurableContext(store, SCOPE) as ctx:
         assert await ctx.execute_async(world.charge, "a0", 10) == {"account": "a0", "charged": 10}
         assert await ctx.execute_async(functools.partial(world.charge, "a1"), 21) == {
-            "account": "a1", "charged": 21}  # fmt: skip
+            "account": "a1",
+            "charged": 21,
+        }
         after_change = await stored_keys(store)
         rest = [await ctx.execute_async(world.charge, f"a{i}", n) for i, n in [(2, 30), (3, 40)]]
     assert rest == [{"account": "a2", "charged": 30}, {"account": "a3", "charged": 40}]
@@ -273,8 +275,9 @@ def test_the_sync_flavour_runs_fn_in_the_calling_plain_thread(tmp_path: Path) ->
     assert not worker.is_alive()
     assert outcomes == [["a0", "a1", "a2"], 1, (True, 0), ["a0", "a1", "a2"], 1, (True, 5)]
     assert set(threads) == {worker.ident}
-    assert world.calls == Counter({"charge:a0": 1, "charge:a1": 1, "charge:a2": 1,
-                                   "charge:a9": 1, "refuse:a5": 1})  # fmt: skip
+    assert world.calls == Counter(
+        {"charge:a0": 1, "charge:a1": 1, "charge:a2": 1, "charge:a9": 1, "refuse:a5": 1}
+    )
     anyio.run(store.aclose)
 
 
@@ -356,11 +359,15 @@ def test_argument_digests_agree_across_processes_with_different_hash_seeds() -> 
     )
     digests = {
         subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT,
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=ROOT,
             env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)},
         ).stdout.strip()
         for seed in ("1", "2", "3")
-    }  # fmt: skip
+    }
     local = args_digest(({"w", "z", "y", "x"}, b"raw"), {"k": 1.5, "when": {2, 3, 1}})
     assert digests == {local}
     assert args_digest((1,), {}) != args_digest((1.0,), {})
@@ -397,9 +404,12 @@ def test_a_second_process_replays_what_a_crashed_one_recorded(tmp_path: Path) ->
     def run(crash_at: int) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-c", _SCRIPT, str(db), str(journal), str(crash_at)],
-            capture_output=True, text=True, timeout=60, cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )  # fmt: skip
+        )
 
     crashed = run(crash_at=5)
     assert crashed.returncode == 3, crashed.stderr

@@ -251,8 +251,15 @@ async def test_purge_scopes_keeps_the_newest_batches_seen_for_the_sink() -> None
     await store.take(Scope("other", 0, 0))
     assert await purge_scopes(store, "orders", keep_batches=3) == 14
     left = [str(info.scope) for info in await store.scopes()]
-    assert left == ["orders/7/0", "orders/7/1", "orders/8/0", "orders/8/1", "orders/9/0",
-                    "orders/9/1", "other/0/0"]  # fmt: skip
+    assert left == [
+        "orders/7/0",
+        "orders/7/1",
+        "orders/8/0",
+        "orders/8/1",
+        "orders/9/0",
+        "orders/9/1",
+        "other/0/0",
+    ]
     assert await purge_scopes(store, "orders", keep_batches=3) == 0
     assert await purge_scopes(store, "orders", keep_batches=50) == 0
     assert await purge_scopes(store, "nobody", keep_batches=1) == 0

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from asyncsink.testing import FaultServer, Faults
+from asyncsink.testing import Faults, FaultServer
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ import pytest
 
 from asyncsink import OptionError, WriterStatistics
 from asyncsink.spark import foreach_batch, foreach_partition
-from asyncsink.testing import FaultServer, Faults
+from asyncsink.testing import Faults, FaultServer
 
 pytestmark = pytest.mark.spark
 
@@ -19,8 +19,14 @@ def rows(spark: Any, n: int, partitions: int = 2) -> Any:
 
 
 def http_options(server: FaultServer, store: str, **extra: Any) -> dict[str, str]:
-    options = {"url": server.ingest_url, "maxBatchSize": "50", "recordStore": store,
-               "initialBackoffMs": "5", "maxBackoffMs": "50", "requestTimeoutMs": "2s"}  # fmt: skip
+    options = {
+        "url": server.ingest_url,
+        "maxBatchSize": "50",
+        "recordStore": store,
+        "initialBackoffMs": "5",
+        "maxBackoffMs": "50",
+        "requestTimeoutMs": "2s",
+    }
     options.update({k: str(v) for k, v in extra.items()})
     return options
 
@@ -31,13 +37,27 @@ def assert_exactly_once(server: FaultServer, n: int) -> None:
     assert len(ids) == n, f"{len(ids) - n} duplicates"
 
 
-def test_foreach_batch_delivers_every_row_once(spark: Any, server: FaultServer, tmp_path: Any) -> None:
-    server.set_faults(Faults(latency_ms=2, throttle_rate=0.1, error_rate=0.05,
-                             partial_failure_rate=0.05, retry_after_s=0.01, seed=3))  # fmt: skip
+def test_foreach_batch_delivers_every_row_once(
+    spark: Any, server: FaultServer, tmp_path: Any
+) -> None:
+    server.set_faults(
+        Faults(
+            latency_ms=2,
+            throttle_rate=0.1,
+            error_rate=0.05,
+            partial_failure_rate=0.05,
+            retry_after_s=0.01,
+            seed=3,
+        )
+    )
     store = f"sqlite:///{tmp_path}/records.db"
     seen: dict[int, WriterStatistics] = {}
-    sink = foreach_batch("http", http_options(server, store), sink_id="fb",
-                         on_batch=lambda b, s: seen.__setitem__(b, s))  # fmt: skip
+    sink = foreach_batch(
+        "http",
+        http_options(server, store),
+        sink_id="fb",
+        on_batch=lambda b, s: seen.__setitem__(b, s),
+    )
     sink(rows(spark, 3000), 7)
     assert_exactly_once(server, 3000)
     assert seen[7].delivered == 3000 and seen[7].retried > 0
@@ -54,17 +74,28 @@ def test_retried_task_sends_only_what_was_not_acknowledged(
 ) -> None:
     store = f"sqlite:///{tmp_path}/records.db"
     options = http_options(server, store, killAfterRequests=6, killMode=mode)
-    stats = foreach_partition(rows(spark, 2000), "tests.spark.writers:create_killing_writer",
-                              options, sink_id=f"kill-{mode}", batch_id=1)  # fmt: skip
+    stats = foreach_partition(
+        rows(spark, 2000),
+        "tests.spark.writers:create_killing_writer",
+        options,
+        sink_id=f"kill-{mode}",
+        batch_id=1,
+    )
     assert_exactly_once(server, 2000)
     assert stats.skipped >= 5 * 50  # the retry skipped what the dead attempt delivered
     assert server.stats().idempotent_replays <= 50
 
 
 def test_batch_data_source_write(spark: Any, server: FaultServer, tmp_path: Any) -> None:
-    (rows(spark, 1500).write.format("asyncsink-http")
+    (
+        rows(spark, 1500)
+        .write.format("asyncsink-http")
         .options(**http_options(server, f"sqlite:///{tmp_path}/r.db"))
-        .option("sinkId", "ds").option("batchId", "3").mode("append").save())  # fmt: skip
+        .option("sinkId", "ds")
+        .option("batchId", "3")
+        .mode("append")
+        .save()
+    )
     assert_exactly_once(server, 1500)
 
 
@@ -73,16 +104,22 @@ def file_stream(spark: Any, folder: Any, files: int, per_file: int) -> Any:
     for f in range(files):
         lines = "\n".join(f'{{"id": "f{f}-{i}", "v": {i}}}' for i in range(per_file))
         (folder / f"part-{f}.json").write_text(lines)
-    return (spark.readStream.schema("id STRING, v LONG").option("maxFilesPerTrigger", 1)
-            .json(str(folder)))  # fmt: skip
+    return (
+        spark.readStream.schema("id STRING, v LONG")
+        .option("maxFilesPerTrigger", 1)
+        .json(str(folder))
+    )
 
 
 def test_streaming_data_source_write(spark: Any, server: FaultServer, tmp_path: Any) -> None:
     source = file_stream(spark, tmp_path / "in", files=3, per_file=400)
-    query = (source.writeStream.format("asyncsink-http")
-             .options(**http_options(server, f"sqlite:///{tmp_path}/s.db"))
-             .option("sinkId", f"stream-{uuid.uuid4().hex[:6]}")
-             .option("checkpointLocation", str(tmp_path / "checkpoint")).start())  # fmt: skip
+    query = (
+        source.writeStream.format("asyncsink-http")
+        .options(**http_options(server, f"sqlite:///{tmp_path}/s.db"))
+        .option("sinkId", f"stream-{uuid.uuid4().hex[:6]}")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
     try:
         query.processAllAvailable()
     finally:
