@@ -30,18 +30,13 @@ A record larger than an item allows is refused before anything is written.
 from __future__ import annotations
 
 import asyncio
-import os
-import random
 import time
 from collections.abc import Iterable, Mapping
-from contextlib import AsyncExitStack
-from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from aiobotocore.session import get_session
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
 from asyncsink.errors import DurableError, FencedError
 from asyncsink.stores.base import (
@@ -51,6 +46,12 @@ from asyncsink.stores.base import (
     ScopeState,
     _checked_writes,
     _purge_cutoff,
+)
+from asyncsink.stores.dynamodb_client import (
+    CONFLICT_ATTEMPTS,
+    AwsCredentials,
+    TableClient,
+    backoff,
 )
 
 __all__ = ["AwsCredentials", "DynamoDBStore"]
@@ -64,30 +65,7 @@ _CHUNK_ACTIONS = MAX_TRANSACTION_ACTIONS - 1  # one action is the epoch conditio
 # loop. That also keeps every transaction far below DynamoDB's 4 MB.
 _CHUNK_BYTES = 900 * 1024
 _BATCH_DELETE = 25  # BatchWriteItem's limit
-_CONFLICT_ATTEMPTS = 6
-_TABLE_WAIT_S = 60.0
 _NAMES = {"#pk": "pk", "#sk": "sk", "#e": "epoch", "#c": "completed", "#u": "updated_at"}
-
-# Clients inherited through fork(): their connections belong to the parent's event loop,
-# so the child neither uses nor closes them.
-_INHERITED: list[AsyncExitStack] = []
-
-# botocore's loader of service models, a cache of parsed JSON with no loop-bound state,
-# shared by the sessions of a process: loading the models anew costs ~0.2 s per client.
-_LOADERS: dict[int, Any] = {}
-
-
-@dataclass(frozen=True, slots=True)
-class AwsCredentials:
-    """Static AWS credentials. ``repr`` shows none of them, and store errors redact them."""
-
-    access_key_id: str
-    secret_access_key: str
-    session_token: str | None = None
-
-    def __repr__(self) -> str:
-        token = ", session_token='****'" if self.session_token else ""
-        return f"AwsCredentials(access_key_id='****', secret_access_key='****'{token})"
 
 
 class DynamoDBStore(RecordStore):
@@ -122,20 +100,14 @@ class DynamoDBStore(RecordStore):
         self._table = table
         self._region = region
         self._endpoint_url = endpoint_url
-        self._credentials = credentials
-        self._create_table = create_table
-        self._config = Config(
+        config = Config(
             connect_timeout=connect_timeout,
             read_timeout=read_timeout,
             retries={"mode": "standard", "max_attempts": max_attempts},
         )
-        self._client: Any = None
-        self._stack: AsyncExitStack | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._open_lock: asyncio.Lock | None = None
-        self._lock_loop: asyncio.AbstractEventLoop | None = None
-        self._pid = os.getpid()
-        self._table_ready = not create_table
+        self._db = TableClient(
+            table, region, endpoint_url, credentials, create_table=create_table, config=config
+        )
 
     @classmethod
     def from_url(cls, url: str) -> DynamoDBStore:
@@ -185,7 +157,7 @@ class DynamoDBStore(RecordStore):
 
     async def take(self, scope: Scope) -> ScopeState:
         """Bump the epoch of ``scope`` (creating it at 1) and return its state."""
-        response = await self._call(
+        response = await self._db.call(
             "UpdateItem",
             scope,
             TableName=self._table,
@@ -336,10 +308,7 @@ class DynamoDBStore(RecordStore):
 
     async def aclose(self) -> None:
         """Close the client; the next call opens a new one."""
-        self._adopt_process()
-        stack, self._stack, self._client, self._loop = self._stack, None, None, None
-        if stack is not None:
-            await stack.aclose()
+        await self._db.aclose()
 
     # -- requests ------------------------------------------------------------------------
 
@@ -373,7 +342,7 @@ class DynamoDBStore(RecordStore):
         """Run one transaction whose first action is its guard; a failed guard means the
         scope was taken over (``FencedError``) when ``epoch`` is given."""
         try:
-            await self._call("TransactWriteItems", scope, TransactItems=actions)
+            await self._db.call("TransactWriteItems", scope, TransactItems=actions)
         except DurableError as exc:
             cause = exc.__cause__
             if epoch is None or not isinstance(cause, ClientError):
@@ -402,7 +371,7 @@ class DynamoDBStore(RecordStore):
         if keys_only:
             request["ProjectionExpression"] = "#pk, #sk"
             request["ExpressionAttributeNames"]["#sk"] = "sk"
-        return await self._pages("Query", scope, request)
+        return await self._db.pages("Query", scope, request)
 
     async def _scan(self, sink_id: str | None) -> tuple[dict[str, dict[str, Any]], dict[str, int]]:
         """Scope items by pk, and record counts by pk, of one sink or all."""
@@ -417,25 +386,13 @@ class DynamoDBStore(RecordStore):
             request["ExpressionAttributeValues"] = {":prefix": {"S": f"{sink_id}/"}}
         heads: dict[str, dict[str, Any]] = {}
         counts: dict[str, int] = {}
-        for item in await self._pages("Scan", None, request):
+        for item in await self._db.pages("Scan", None, request):
             pk = item["pk"]["S"]
             if item["sk"]["S"] == SCOPE_SK:
                 heads[pk] = item
             else:
                 counts[pk] = counts.get(pk, 0) + 1
         return heads, counts
-
-    async def _pages(
-        self, operation: str, scope: Scope | None, request: dict[str, Any]
-    ) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
-        while True:
-            response = await self._call(operation, scope, **request)
-            items.extend(response.get("Items", ()))
-            last = response.get("LastEvaluatedKey")
-            if not last:
-                return items
-            request = {**request, "ExclusiveStartKey": last}
 
     async def _batch_delete(self, scope: Scope, keys: list[dict[str, Any]]) -> None:
         for start in range(0, len(keys), _BATCH_DELETE):
@@ -444,162 +401,17 @@ class DynamoDBStore(RecordStore):
                     {"DeleteRequest": {"Key": key}} for key in keys[start : start + _BATCH_DELETE]
                 ]
             }
-            for attempt in range(_CONFLICT_ATTEMPTS):
-                response = await self._call("BatchWriteItem", scope, RequestItems=pending)
+            for attempt in range(CONFLICT_ATTEMPTS):
+                response = await self._db.call("BatchWriteItem", scope, RequestItems=pending)
                 pending = response.get("UnprocessedItems") or {}
                 if not pending:
                     break
-                await asyncio.sleep(_backoff(attempt))
+                await asyncio.sleep(backoff(attempt))
             else:
                 raise DurableError(
                     f"DynamoDB BatchWriteItem on table {self._table!r} for scope {scope} "
-                    f"left items unprocessed after {_CONFLICT_ATTEMPTS} attempts"
+                    f"left items unprocessed after {CONFLICT_ATTEMPTS} attempts"
                 )
-
-    async def _call(self, operation: str, scope: Scope | None, **request: Any) -> dict[str, Any]:
-        """Send one request; retry transaction conflicts; translate errors."""
-        client = await self._open()
-        method = getattr(client, _snake(operation))
-        for attempt in range(_CONFLICT_ATTEMPTS):
-            try:
-                return cast(dict[str, Any], await method(**request))
-            except ClientError as exc:
-                if _is_conflict(exc) and attempt + 1 < _CONFLICT_ATTEMPTS:
-                    await asyncio.sleep(_backoff(attempt))
-                    continue
-                raise self._error(operation, scope, exc) from exc
-            except (TimeoutError, BotoCoreError, OSError) as exc:
-                raise self._error(operation, scope, exc) from exc
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _error(self, operation: str, scope: Scope | None, exc: BaseException) -> DurableError:
-        if isinstance(exc, ClientError):
-            error = exc.response.get("Error", {})
-            detail = f"{error.get('Code', 'unknown')}: {error.get('Message', '')}"
-            reasons = exc.response.get("CancellationReasons")
-            if reasons:
-                detail += f" (reasons: {[reason.get('Code') for reason in reasons]})"
-        else:
-            detail = f"{type(exc).__name__}: {exc}"
-        where = f" for scope {scope}" if scope is not None else ""
-        message = f"DynamoDB {operation} on table {self._table!r}{where} failed: {detail}"
-        return DurableError(self._redact(message))
-
-    def _redact(self, text: str) -> str:
-        credentials = self._credentials
-        if credentials is None:
-            return text
-        for secret in (
-            credentials.secret_access_key,
-            credentials.session_token,
-            credentials.access_key_id,
-        ):
-            if secret:
-                text = text.replace(secret, "****")
-        return text
-
-    # -- client lifecycle ----------------------------------------------------------------
-
-    def _adopt_process(self) -> None:
-        pid = os.getpid()
-        if pid != self._pid:
-            if self._stack is not None:
-                _INHERITED.append(self._stack)
-            self._stack, self._client, self._loop = None, None, None
-            self._open_lock, self._lock_loop = None, None
-            self._pid = pid
-
-    async def _open(self) -> Any:
-        self._adopt_process()
-        loop = asyncio.get_running_loop()
-        if self._client is not None:
-            if self._loop is loop:
-                return self._client
-            raise DurableError(
-                f"{self!r} is open in another event loop; aclose() it there before reusing it"
-            )
-        if self._open_lock is None or self._lock_loop is not loop:
-            self._open_lock, self._lock_loop = asyncio.Lock(), loop
-        async with self._open_lock:
-            if self._client is not None:
-                return self._client
-            stack = AsyncExitStack()
-            try:
-                client = await stack.enter_async_context(self._client_context())
-                if not self._table_ready:
-                    await self._ensure_table(client)
-            except BaseException as exc:
-                await stack.aclose()
-                if isinstance(exc, ClientError | BotoCoreError | OSError | TimeoutError):
-                    raise self._error("open", None, exc) from exc
-                raise
-            self._client, self._stack, self._loop = client, stack, loop
-            return client
-
-    def _client_context(self) -> Any:
-        secrets: dict[str, str | None] = {}
-        if self._credentials is not None:
-            secrets = {
-                "aws_access_key_id": self._credentials.access_key_id,
-                "aws_secret_access_key": self._credentials.secret_access_key,
-                "aws_session_token": self._credentials.session_token,
-            }
-        session = get_session()
-        session.register_component("data_loader", _data_loader(session))
-        return session.create_client(
-            "dynamodb",
-            region_name=self._region,
-            endpoint_url=self._endpoint_url,
-            config=self._config,
-            **secrets,
-        )
-
-    async def _ensure_table(self, client: Any) -> None:
-        """Create the table if it is missing, and wait until it is ACTIVE."""
-        try:
-            description = await client.describe_table(TableName=self._table)
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
-                raise
-            description = await self._create(client)
-        deadline = time.monotonic() + _TABLE_WAIT_S
-        attempt = 0
-        while description["Table"]["TableStatus"] != "ACTIVE":
-            if time.monotonic() > deadline:
-                raise DurableError(
-                    f"DynamoDB table {self._table!r} is not ACTIVE after {_TABLE_WAIT_S:.0f} s"
-                )
-            await asyncio.sleep(_backoff(attempt))
-            attempt += 1
-            description = await client.describe_table(TableName=self._table)
-        schema = {
-            (key["AttributeName"], key["KeyType"]) for key in description["Table"]["KeySchema"]
-        }
-        if schema != {("pk", "HASH"), ("sk", "RANGE")}:
-            raise DurableError(
-                f"DynamoDB table {self._table!r} has key schema {sorted(schema)}; "
-                "a record store needs pk (HASH, S) and sk (RANGE, S)"
-            )
-        self._table_ready = True
-
-    async def _create(self, client: Any) -> dict[str, Any]:
-        try:
-            await client.create_table(
-                TableName=self._table,
-                KeySchema=[
-                    {"AttributeName": "pk", "KeyType": "HASH"},
-                    {"AttributeName": "sk", "KeyType": "RANGE"},
-                ],
-                AttributeDefinitions=[
-                    {"AttributeName": "pk", "AttributeType": "S"},
-                    {"AttributeName": "sk", "AttributeType": "S"},
-                ],
-                BillingMode="PAY_PER_REQUEST",
-            )
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "ResourceInUseException":
-                raise
-        return cast(dict[str, Any], await client.describe_table(TableName=self._table))
 
 
 def _chunks(actions: list[tuple[dict[str, Any], int]]) -> list[list[dict[str, Any]]]:
@@ -625,14 +437,6 @@ def _item_bytes(scope: Scope, name: str, value: bytes) -> int:
     )
 
 
-def _data_loader(session: Any) -> Any:
-    pid = os.getpid()
-    if pid not in _LOADERS:
-        _LOADERS.clear()
-        _LOADERS[pid] = session.get_component("data_loader")
-    return _LOADERS[pid]
-
-
 def _wire_bytes(text_bytes: int, binary_bytes: int) -> int:
     """An upper bound of an action's share of the JSON request body (binary is base64)."""
     return 160 + 2 * text_bytes + 4 * (binary_bytes + 2) // 3
@@ -644,22 +448,3 @@ def _parse_scope(pk: str) -> Scope:
         return Scope(sink_id, int(batch_id), int(partition_id))
     except ValueError:
         raise DurableError(f"the table holds an item that is no scope: pk={pk!r}") from None
-
-
-def _is_conflict(exc: ClientError) -> bool:
-    """A transaction conflict: nothing was written and the request may be sent again."""
-    code = exc.response.get("Error", {}).get("Code")
-    if code == "TransactionConflictException":
-        return True
-    if code != "TransactionCanceledException":
-        return False
-    codes = {reason.get("Code") for reason in exc.response.get("CancellationReasons") or ()}
-    return "TransactionConflict" in codes and "ConditionalCheckFailed" not in codes
-
-
-def _backoff(attempt: int) -> float:
-    return float(min(2.0, 0.02 * 2**attempt) * (0.5 + random.random()))
-
-
-def _snake(operation: str) -> str:
-    return "".join(f"_{c.lower()}" if c.isupper() else c for c in operation).lstrip("_")

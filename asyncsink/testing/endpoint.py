@@ -49,6 +49,18 @@ class ServerConfig:
     idempotency_capacity: int = 1_000_000
     keep_ids: bool = True
 
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port must be within 0..65535, got {self.port!r}")
+        if not self.id_field:
+            raise ValueError("id_field must not be empty")
+        if not self.idempotency_header or ":" in self.idempotency_header:
+            raise ValueError(f"not a header name: {self.idempotency_header!r}")
+        if self.idempotency_capacity < 1:
+            raise ValueError(
+                f"idempotency_capacity must be >= 1, got {self.idempotency_capacity!r}"
+            )
+
 
 class _Drop(enum.Enum):
     """A request left without a response."""

@@ -133,6 +133,7 @@ class FaultServer:
         start_timeout_s: how long ``start()`` waits for the endpoint to listen.
 
     Raises:
+        ValueError: a setting is out of range (at construction).
         RuntimeError: from ``start()`` when the endpoint does not come up in
             ``start_timeout_s``, or from a control method when it is not running.
     """

@@ -26,6 +26,7 @@ as a bad record, with the item's error as reason.
 from __future__ import annotations
 
 import email.utils
+import re
 import ssl
 import time
 from collections.abc import Mapping, Sequence
@@ -54,6 +55,9 @@ RETRYABLE_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 """Statuses whose request (or entry) may succeed if sent again."""
 THROTTLE_STATUSES = frozenset({429, 503})
 """Statuses by which the destination pushes back."""
+
+_ALL_OK = re.compile(rb'\s*\{\s*"errors"\s*:\s*false\s*[,}]')
+"""A body that opens with ``"errors": false`` needs no parsing (the common answer)."""
 
 _HINTS = {
     401: "check the authentication options (bearerToken, basicUsername/basicPassword, apiKey)",
@@ -114,6 +118,9 @@ def error_for_status(
     hint = _HINTS.get(status)
     if status == 413 and body_size is not None:
         hint = f"{hint} (the body was {body_size} bytes)"
+    elif 300 <= status <= 399:
+        location = redact(response.headers.get("location", "")[:200])
+        hint = f"redirects are not followed: set url to the final location {location}".strip()
     if hint:
         message += f" ({hint})"
     return FatalError(message, retry_after=retry_after, status=status)
@@ -196,7 +203,7 @@ def parse_items(
         FatalError: the body says some entries failed but does not say which (no items,
             or not one item per entry): the sink cannot know what to re-send.
     """
-    if content.lstrip()[:1] != b"{":
+    if content.lstrip()[:1] != b"{" or _ALL_OK.match(content):
         return None
     try:
         data = orjson.loads(content)

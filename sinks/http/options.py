@@ -144,13 +144,17 @@ class HttpOptions(Options):
         None,
         kind="object",
         doc="From Python only: a callable (response, entries) -> SubmitResult or None that "
-        "judges 2xx responses before the built-in parsing.",
+        "judges 2xx responses before the built-in parsing (None falls back to it). It may "
+        "raise RetryableError, ThrottledError or FatalError; anything else fails the task.",
     )
     reconcile_url: str | None = option(
         None,
         doc="URL template of the endpoint's idempotency status resource, with {key} for the "
         "percent-encoded key (e.g. http://host/_control/status/{key}). When set, a call left "
-        "unfinished by an earlier attempt is settled by asking it instead of re-sending.",
+        "unfinished by an earlier attempt is settled by asking it instead of re-sending. It "
+        'must answer 200 {"state": "completed", "status": ..., "response": ...} '
+        "for a key it applied and 404 only for a key it never saw (its entries are then sent "
+        "again under new keys).",
     )
 
     def __post_init__(self) -> None:

@@ -90,13 +90,16 @@ class HttpWriter(AsyncSinkWriter[Any, bytes]):
         )
         self._method = http.method.upper()
         self._url = http.url
-        headers = {"Content-Type": http.body_content_type, **http.header_map}
-        headers.update(http.auth_headers())
+        # Names in lower case, so that the sink's own headers replace the user's of any
+        # spelling instead of being sent twice.
+        extra = {name.lower(): value for name, value in http.header_map.items()}
+        auth = {name.lower(): value for name, value in http.auth_headers().items()}
+        self._status_headers = {**extra, **auth}
+        headers = {"content-type": http.body_content_type, **extra, **auth}
         if http.gzip:
-            headers["Content-Encoding"] = "gzip"
+            headers["content-encoding"] = "gzip"
         self._headers = headers
-        self._auth = http.auth_headers()
-        self._key_header = http.idempotency_header
+        self._key_header = http.idempotency_header.lower()
         read = http.read_timeout_ms / 1000
         self._timeouts = httpx.Timeout(
             connect=http.connect_timeout_ms / 1000, read=read, write=read, pool=None
@@ -122,9 +125,6 @@ class HttpWriter(AsyncSinkWriter[Any, bytes]):
         """The entry's length in bytes. A JSON body adds ``count + 1`` bytes of brackets
         and commas to the sum, an NDJSON body ``count`` newlines."""
         return len(entry)
-
-    def serialize_entry(self, entry: bytes) -> bytes:
-        return entry
 
     async def submit_request_entries(self, entries: list[bytes]) -> SubmitResult | None:
         """POST/PUT one batch; the entries to retry or reject come from the answer.
@@ -176,16 +176,16 @@ class HttpWriter(AsyncSinkWriter[Any, bytes]):
         url = template.replace("{key}", quote(call.idempotency_key, safe=""))
         client = self._require_client()
         try:
-            response = await client.get(url, headers=self._auth, timeout=self._timeouts)
+            response = await client.get(url, headers=self._status_headers, timeout=self._timeouts)
         except httpx.HTTPError as exc:
-            log.warning("%s: cannot reconcile call %d: %s", call.scope, call.call_id,
-                        error_for_transport(exc, None, self._redact))  # fmt: skip
+            problem = error_for_transport(exc, None, self._redact)
+            log.warning("%s: cannot reconcile call %d: %s", call.scope, call.call_id, problem)
             return None
         if response.status_code == 404:
             return ()
         if response.status_code != 200:
-            log.warning("%s: cannot reconcile call %d: %s", call.scope, call.call_id,
-                        error_for_status(response, self._redact))  # fmt: skip
+            problem = error_for_status(response, self._redact)
+            log.warning("%s: cannot reconcile call %d: %s", call.scope, call.call_id, problem)
             return None
         try:
             payload = orjson.loads(response.content)

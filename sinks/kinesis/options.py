@@ -144,8 +144,8 @@ class KinesisOptions(Options):
         minimum=1,
         doc="The stream's maximum record size (data plus partition key): 1 MiB unless the "
         "stream was raised, up to 10 MiB. A larger record is a bad record (the task fails, "
-        "or it goes to deadLetter). A request must hold the largest record, so above 5 MiB "
-        "raise maxBatchSizeInBytes too.",
+        "or it goes to deadLetter). maxBatchSizeInBytes defaults to the larger of 5 MiB and "
+        "this, so that a request can hold such a record.",
     )
 
     def __post_init__(self) -> None:

@@ -37,10 +37,10 @@ class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
     Each element becomes one record (see ``KinesisOptions`` for the payload and the
     partition key). Requests respect the PutRecords limits (500 records and 5 MiB by
     default, at most 10 MiB); a record above the stream's maximum size is a bad record.
-    Records that fail inside a request are retried on their own: throttled ones
-    (``ProvisionedThroughputExceededException``) also shrink the in-flight window.
-    Whole-request failures are retried when transient and fail the writer at once when
-    retrying cannot help (see ``sinks.kinesis.errors``).
+    Records that fail inside a request (their ``ErrorCode``) are retried on their own
+    and shrink the in-flight window; ``ProvisionedThroughputExceededException`` counts as
+    throttling. Whole-request failures are retried when transient and fail the writer at
+    once when retrying cannot help (see ``sinks.kinesis.errors``).
 
     The writer uses its process's shared client for its event loop (``sinks.kinesis.
     clients``) unless ``client`` is given, which then belongs to the caller.
@@ -66,6 +66,7 @@ class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
         super().__init__(options=_sink_options(kinesis, options), call_log=call_log)
         self.kinesis = kinesis
         self._convert = RecordConverter(kinesis)
+        self._given_client = client
         self._client = client
         self._stream_parameters = kinesis.stream_parameters
         self._secrets = kinesis.secrets
@@ -77,25 +78,32 @@ class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
             aws_secret_access_key=kinesis.aws_secret_access_key,
             aws_session_token=kinesis.aws_session_token,
             connect_timeout=min(10.0, timeout),
-            read_timeout=timeout,
+            read_timeout=timeout + 1.0,
             max_pool_connections=max(10, self.options.max_in_flight_requests),
         )
 
     @property
     def client(self) -> Any:
-        """The aiobotocore client in use (``None`` until the writer is opened)."""
+        """The aiobotocore client last used (``None`` until the writer is opened)."""
         return self._client
 
     async def __aenter__(self) -> Self:
-        if self._client is None:
-            try:
-                self._client = await get_client(self._settings)
-            except Exception as exc:
-                error = self._translate(exc)
-                if error is None:
-                    raise
-                raise error from exc
+        await self._current_client()  # fails now on a missing region or credentials
         return await super().__aenter__()
+
+    async def _current_client(self) -> Any:
+        """The given client, else the shared one (looked up per request, so that a
+        ``close_clients()`` between requests is followed by a fresh client)."""
+        if self._given_client is not None:
+            return self._given_client
+        try:
+            self._client = await get_client(self._settings)
+        except Exception as exc:
+            error = self._translate(exc)
+            if error is None:
+                raise
+            raise error from exc
+        return self._client
 
     # ------------------------------------------------------------------ the contract
 
@@ -126,8 +134,9 @@ class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
             ThrottledError, RetryableError, FatalError: the whole request failed.
         """
         records = [entry.to_request() for entry in entries]
+        client = await self._current_client()
         try:
-            response = await self._client.put_records(Records=records, **self._stream_parameters)
+            response = await client.put_records(Records=records, **self._stream_parameters)
         except Exception as exc:
             error = self._translate(exc)
             if error is None:

@@ -36,7 +36,7 @@ from asyncsink import (
     ThrottledError,
 )
 from asyncsink.options import option_specs
-from sinks import shim_factory
+from sinks import shim_factory, shim_options
 from sinks.kinesis import (
     KinesisEntry,
     KinesisOptions,
@@ -146,6 +146,7 @@ def test_spark_options_build_both_option_groups_case_insensitively() -> None:
     assert writer.options.max_batch_size_in_bytes == 5 * MiB
     assert writer.options.dead_letter == "/tmp/kinesis-dead-letters.jsonl"
     assert shim_factory("kinesis") is create_writer
+    assert shim_options("kinesis") is KinesisOptions
 
 
 def test_kinesis_defaults_for_the_writer_options() -> None:
@@ -493,7 +494,8 @@ async def test_writers_of_one_loop_share_a_client_until_close_clients() -> None:
 
 
 def test_each_event_loop_gets_its_own_client_closed_when_the_loop_ends() -> None:
-    settings = {"stream_name": "s", "region": REGION, "endpoint_url": "http://127.0.0.1:9"}
+    settings = {"stream_name": "s", "region": REGION, "endpoint_url": "http://127.0.0.1:9",
+                "aws_access_key_id": KEY_ID, "aws_secret_access_key": SECRET}  # fmt: skip
 
     async def open_writer() -> Any:
         async with KinesisWriter(KinesisOptions(**settings)) as writer:
@@ -511,7 +513,10 @@ def test_clients_of_a_loop_closed_by_hand_are_released_by_the_next_loop(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     async def open_writer() -> Any:
-        async with KinesisWriter(KinesisOptions(stream_name="s", region=REGION)) as writer:
+        options = KinesisOptions(
+            stream_name="s", region=REGION, aws_access_key_id=KEY_ID, aws_secret_access_key=SECRET
+        )
+        async with KinesisWriter(options) as writer:
             return writer.client
 
     loop = asyncio.new_event_loop()
@@ -707,6 +712,25 @@ async def test_failed_records_are_retried_until_each_lands_once_and_throttling_s
 
 
 @pytest.mark.emulator
+async def test_an_open_writer_survives_close_clients_with_a_fresh_client(
+    admin: Any, new_stream: StreamFactory, endpoint_options: dict[str, Any]
+) -> None:
+    name = await new_stream(1)
+    writer = KinesisWriter(KinesisOptions(stream_name=name, partition_key="k", **endpoint_options))
+    async with writer:
+        await writer.write_all([{"i": 0}, {"i": 1}])
+        await writer.flush()
+        before = writer.client
+        await close_clients()
+        await writer.write_all([{"i": 2}])
+    assert writer.client is not before
+    assert before._endpoint.http_session._sessions is None
+    found = [orjson.loads(data)["i"] for _, _, data in await read_stream(admin, name)]
+    assert found == [0, 1, 2]
+    assert writer.statistics().requests_failed == 0
+
+
+@pytest.mark.emulator
 async def test_a_missing_stream_fails_fast_naming_the_stream_without_retries(
     endpoint_options: dict[str, Any],
 ) -> None:
@@ -771,17 +795,17 @@ async def test_batches_stay_within_500_records_and_5_mib(
         options=SinkOptions(max_time_in_buffer_ms=10_000),
         client=recorder,
     )
-    small = [{"id": f"s{i}", "body": b"x" * 10} for i in range(1200)]
-    large = [{"id": f"l{i}", "body": bytes(300_000)} for i in range(40)]
+    small = [{"id": f"s{i}", "body": b"x" * 10} for i in range(1100)]
+    large = [{"id": f"l{i}", "body": bytes(300_000)} for i in range(20)]
     await deliver(writer, small + large)
-    assert sum(count for count, _ in recorder.sizes) == 1240
+    assert sum(count for count, _ in recorder.sizes) == 1120
     assert max(count for count, _ in recorder.sizes) == 500
     assert max(size for _, size in recorder.sizes) <= 5 * MiB
     assert any(count < 500 and size > 5 * MiB - 300_003 for count, size in recorder.sizes), (
         "a request was cut by bytes"
     )
     found = await read_stream(admin, name)
-    assert len(found) == 1240 and {key for _, key, _ in found} == {
+    assert len(found) == 1120 and {key for _, key, _ in found} == {
         row["id"] for row in small + large}  # fmt: skip
 
 
@@ -830,19 +854,34 @@ def test_secrets_in_vendor_messages_are_scrubbed() -> None:
     assert error is not None and KEY_ID not in str(error) and "***" in str(error)
 
 
-async def test_an_unreachable_endpoint_is_retried_then_fails_the_barrier() -> None:
-    writer = KinesisWriter(
-        KinesisOptions(stream_name="s", partition_key="k", region=REGION,
-                       endpoint_url="http://127.0.0.1:9", aws_access_key_id=KEY_ID,
-                       aws_secret_access_key=SECRET),
-        options=SinkOptions(max_retries=2, initial_backoff_ms=1, max_backoff_ms=5),
-    )  # fmt: skip
-    with pytest.raises(DeliveryError) as caught:
-        await deliver(writer, [{"a": 1}])
+async def test_dropped_connections_are_retried_by_the_writer_alone_then_fail_the_barrier() -> None:
+    connections = 0
+
+    async def drop(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        writer.close()
+        await writer.wait_closed()
+
+    server = await asyncio.start_server(drop, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        writer = KinesisWriter(
+            KinesisOptions(stream_name="s", partition_key="k", region=REGION,
+                           endpoint_url=f"http://127.0.0.1:{port}", aws_access_key_id=KEY_ID,
+                           aws_secret_access_key=SECRET),
+            options=SinkOptions(max_retries=2, initial_backoff_ms=1, max_backoff_ms=5),
+        )  # fmt: skip
+        with pytest.raises(DeliveryError) as caught:
+            await deliver(writer, [{"a": 1}])
+    finally:
+        server.close()
+        await server.wait_closed()
     assert isinstance(caught.value.sample, RetryableError)
-    assert "127.0.0.1:9" in str(caught.value.sample)
+    assert f"127.0.0.1:{port}" in str(caught.value.sample)
     stats = writer.statistics()
     assert (stats.requests, stats.requests_failed, stats.failed) == (3, 3, 1)
+    assert connections == 3, "botocore does not retry behind the writer's back"
 
 
 def test_the_package_exports_what_it_names() -> None:

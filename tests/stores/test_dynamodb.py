@@ -18,13 +18,8 @@ from botocore.exceptions import ClientError
 
 from asyncsink.errors import DurableError, FencedError
 from asyncsink.stores import RecordStore, Scope, open_store
-from asyncsink.stores.dynamodb import (
-    MAX_ITEM_BYTES,
-    AwsCredentials,
-    DynamoDBStore,
-    _chunks,
-    _is_conflict,
-)
+from asyncsink.stores.dynamodb import MAX_ITEM_BYTES, AwsCredentials, DynamoDBStore, _chunks
+from asyncsink.stores.dynamodb_client import _is_conflict
 from tests.stores.conformance import StoreConformance
 
 KEY_ID = "AKIDEXAMPLESTORE0001"
@@ -187,7 +182,7 @@ def test_secrets_appear_in_no_repr_and_no_error_message() -> None:
         {"Error": {"Code": "IncompleteSignature", "Message": f"bad Credential={KEY_ID}/{SECRET}"}},
         "PutItem",
     )
-    message = str(store._error("PutItem", SCOPE, echoed))
+    message = str(store._db.error("PutItem", SCOPE, echoed))
     assert KEY_ID not in message and SECRET not in message
     assert "IncompleteSignature" in message and "dyn/1/0" in message and "'calls'" in message
 

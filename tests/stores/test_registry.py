@@ -63,7 +63,8 @@ def test_a_missing_optional_package_gives_the_install_hint(
 ) -> None:
     monkeypatch.setitem(sys.modules, "aiobotocore", None)
     monkeypatch.setitem(sys.modules, "aiobotocore.session", None)
-    monkeypatch.delitem(sys.modules, "asyncsink.stores.dynamodb", raising=False)
+    for module in ("asyncsink.stores.dynamodb", "asyncsink.stores.dynamodb_client"):
+        monkeypatch.delitem(sys.modules, module, raising=False)
     with pytest.raises(ImportError, match=r"pip install asyncsink\[kinesis\]") as caught:
         open_store("dynamodb://calls?region=us-east-1")
     assert "aiobotocore" in str(caught.value)

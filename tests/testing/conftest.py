@@ -11,20 +11,20 @@ from asyncsink.testing import Faults, FaultServer
 
 
 @pytest.fixture(scope="package")
-def shared_server() -> Iterator[FaultServer]:
-    with FaultServer() as server:
-        yield server
+def shared_fault_server() -> Iterator[FaultServer]:
+    with FaultServer() as fault_server:
+        yield fault_server
 
 
 @pytest.fixture
-def server(shared_server: FaultServer) -> FaultServer:
-    """The shared server, with no faults and nothing counted."""
-    shared_server.set_faults(Faults())
-    shared_server.reset()
-    return shared_server
+def fault_server(shared_fault_server: FaultServer) -> FaultServer:
+    """The shared fault server, with no faults and nothing counted."""
+    shared_fault_server.set_faults(Faults())
+    shared_fault_server.reset()
+    return shared_fault_server
 
 
 @pytest.fixture
-async def client() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(timeout=10) as client:
-        yield client
+async def http_client() -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(timeout=10) as http_client:
+        yield http_client

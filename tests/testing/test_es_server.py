@@ -69,7 +69,7 @@ async def http(es: ElasticsearchServer) -> AsyncIterator[httpx.AsyncClient]:
 
 @pytest.fixture
 async def official(es: ElasticsearchServer) -> AsyncIterator[AsyncElasticsearch]:
-    client = AsyncElasticsearch(es.url, request_timeout=10, max_retries=0)
+    client = AsyncElasticsearch(es.url, request_timeout=5, max_retries=0)
     try:
         yield client
     finally:
@@ -141,7 +141,7 @@ async def test_async_streaming_bulk_retries_throttled_items_until_every_doc_land
 
 
 def test_sync_helpers_bulk_indexes_every_doc(es: ElasticsearchServer) -> None:
-    client = Elasticsearch(es.url, request_timeout=10, max_retries=0)
+    client = Elasticsearch(es.url, request_timeout=5, max_retries=0)
     try:
         actions = ({"_index": "sync", "_id": str(n), "n": n} for n in range(1200))
         success, errors = helpers.bulk(client, actions, chunk_size=500)
@@ -156,7 +156,7 @@ def test_sync_helpers_bulk_indexes_every_doc(es: ElasticsearchServer) -> None:
 async def test_official_client_sends_api_key_and_gzip_bodies(es: ElasticsearchServer) -> None:
     es.set_faults(EsFaults(require_auth="ApiKey c2VjcmV0"))
     client = AsyncElasticsearch(
-        es.url, api_key="c2VjcmV0", http_compress=True, request_timeout=10, max_retries=0
+        es.url, api_key="c2VjcmV0", http_compress=True, request_timeout=5, max_retries=0
     )
     try:
         result = await client.bulk(operations=[{"index": {"_index": "z", "_id": "1"}}, {"a": 1}])

@@ -18,125 +18,135 @@ def batch(prefix: str, count: int) -> list[dict[str, Any]]:
 
 
 async def test_reset_after_apply_is_absorbed_by_an_idempotency_key(
-    server: FaultServer, client: httpx.AsyncClient
+    fault_server: FaultServer, http_client: httpx.AsyncClient
 ) -> None:
     entries = batch("key", 3)
     headers = {"Idempotency-Key": "call-1"}
-    server.set_faults(Faults(reset_after_apply_rate=1.0))
+    fault_server.set_faults(Faults(reset_after_apply_rate=1.0))
     with pytest.raises((httpx.ReadError, httpx.RemoteProtocolError)):
-        await client.post(server.ingest_url, json=entries, headers=headers)
-    server.set_faults(Faults())
-    response = await client.post(server.ingest_url, json=entries, headers=headers)
+        await http_client.post(fault_server.ingest_url, json=entries, headers=headers)
+    fault_server.set_faults(Faults())
+    response = await http_client.post(fault_server.ingest_url, json=entries, headers=headers)
     assert response.status_code == 200
     assert response.headers["idempotent-replayed"] == "true"
     assert response.json()["items"] == [{"status": 200}] * 3
-    stats = server.stats()
+    stats = fault_server.stats()
     assert (stats.entries_received, stats.duplicates, stats.replays) == (3, 0, 1)
 
 
 async def test_replay_returns_the_stored_response_without_applying_again(
-    server: FaultServer, client: httpx.AsyncClient
+    fault_server: FaultServer, http_client: httpx.AsyncClient
 ) -> None:
-    server.set_faults(Faults(bad_record_field="bad"))
+    fault_server.set_faults(Faults(bad_record_field="bad"))
     entries = [{"id": "x"}, {"id": "y", "bad": 1}]
-    first = await client.post(server.ingest_url, json=entries, headers={"Idempotency-Key": "r"})
-    server.set_faults(Faults())
+    first = await http_client.post(
+        fault_server.ingest_url, json=entries, headers={"Idempotency-Key": "r"}
+    )
+    fault_server.set_faults(Faults())
     # A structured-field string: the quoted form names the same key.
-    again = await client.post(server.ingest_url, json=entries, headers={"Idempotency-Key": '"r"'})
+    again = await http_client.post(
+        fault_server.ingest_url, json=entries, headers={"Idempotency-Key": '"r"'}
+    )
     assert "idempotent-replayed" not in first.headers
     assert again.headers["idempotent-replayed"] == "true"
     assert again.content == first.content
-    assert server.applied_ids() == ["x"]
-    assert server.stats().replays == 1
+    assert fault_server.applied_ids() == ["x"]
+    assert fault_server.stats().replays == 1
 
 
 async def test_same_key_with_another_body_is_422(
-    server: FaultServer, client: httpx.AsyncClient
+    fault_server: FaultServer, http_client: httpx.AsyncClient
 ) -> None:
     headers = {"Idempotency-Key": "k"}
-    assert (await client.post(server.ingest_url, json=[{"id": 1}], headers=headers)).is_success
-    response = await client.post(server.ingest_url, json=[{"id": 2}], headers=headers)
+    assert (
+        await http_client.post(fault_server.ingest_url, json=[{"id": 1}], headers=headers)
+    ).is_success
+    response = await http_client.post(fault_server.ingest_url, json=[{"id": 2}], headers=headers)
     assert response.status_code == 422
-    assert server.applied_ids() == [1]
-    assert server.stats().mismatches == 1
+    assert fault_server.applied_ids() == [1]
+    assert fault_server.stats().mismatches == 1
 
 
 async def test_same_key_while_in_flight_is_409_and_status_reports_it(
-    server: FaultServer, client: httpx.AsyncClient
+    fault_server: FaultServer, http_client: httpx.AsyncClient
 ) -> None:
-    server.set_faults(Faults(latency_ms=600))
+    fault_server.set_faults(Faults(latency_ms=600))
     headers = {"Idempotency-Key": "slow/key 1"}
     entries = batch("s", 2)
     results: dict[str, httpx.Response] = {}
 
     async def send(name: str) -> None:
-        results[name] = await client.post(server.ingest_url, json=entries, headers=headers)
+        results[name] = await http_client.post(
+            fault_server.ingest_url, json=entries, headers=headers
+        )
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(send, "first")
         await anyio.sleep(0.2)
-        assert await anyio.to_thread.run_sync(server.key_status, "slow/key 1") == {
+        assert await anyio.to_thread.run_sync(fault_server.key_status, "slow/key 1") == {
             "state": "in_flight"
         }
         tg.start_soon(send, "second")
     assert results["first"].status_code == 200
     assert results["second"].status_code == 409
-    assert server.stats().conflicts == 1
-    assert server.key_status("slow/key 1") == {
+    assert fault_server.stats().conflicts == 1
+    assert fault_server.key_status("slow/key 1") == {
         "state": "completed",
         "status": 200,
         "response": {"errors": False, "items": [{"status": 200}] * 2},
     }
-    assert server.key_status("unknown") is None
+    assert fault_server.key_status("unknown") is None
 
 
 async def test_a_key_is_not_stored_when_a_fault_struck_before_applying(
-    server: FaultServer, client: httpx.AsyncClient
+    fault_server: FaultServer, http_client: httpx.AsyncClient
 ) -> None:
-    server.set_faults(Faults(fail_statuses=(503,)))
+    fault_server.set_faults(Faults(fail_statuses=(503,)))
     headers = {"Idempotency-Key": "retry-me"}
     assert (
-        await client.post(server.ingest_url, json=[{"id": 1}], headers=headers)
+        await http_client.post(fault_server.ingest_url, json=[{"id": 1}], headers=headers)
     ).status_code == 503
-    assert server.key_status("retry-me") is None
-    response = await client.post(server.ingest_url, json=[{"id": 1}], headers=headers)
+    assert fault_server.key_status("retry-me") is None
+    response = await http_client.post(fault_server.ingest_url, json=[{"id": 1}], headers=headers)
     assert response.status_code == 200
     assert "idempotent-replayed" not in response.headers
-    assert server.applied_ids() == [1]
+    assert fault_server.applied_ids() == [1]
 
 
 async def test_reset_clears_counts_ids_and_keys(
-    server: FaultServer, client: httpx.AsyncClient
+    fault_server: FaultServer, http_client: httpx.AsyncClient
 ) -> None:
     headers = {"Idempotency-Key": "once"}
-    await client.post(server.ingest_url, json=[{"id": "z"}], headers=headers)
-    server.reset()
-    assert server.stats().entries_received == 0
-    assert server.applied_ids() == []
-    response = await client.post(server.ingest_url, json=[{"id": "z"}], headers=headers)
+    await http_client.post(fault_server.ingest_url, json=[{"id": "z"}], headers=headers)
+    fault_server.reset()
+    assert fault_server.stats().entries_received == 0
+    assert fault_server.applied_ids() == []
+    response = await http_client.post(fault_server.ingest_url, json=[{"id": "z"}], headers=headers)
     assert "idempotent-replayed" not in response.headers
-    assert server.applied_ids() == ["z"]
+    assert fault_server.applied_ids() == ["z"]
 
 
 async def test_identity_uses_id_field_or_the_canonical_entry() -> None:
-    with FaultServer(in_thread=True, id_field="key", idempotency_header="X-Call") as server:
-        async with httpx.AsyncClient(timeout=10) as client:
+    with FaultServer(in_thread=True, id_field="key", idempotency_header="X-Call") as fault_server:
+        async with httpx.AsyncClient(timeout=10) as http_client:
             entries = [{"key": "k1", "v": 1}, {"a": 1, "b": 2}, {"b": 2, "a": 1}, {"key": "k1"}]
-            await client.post(server.ingest_url, json=entries, headers={"X-Call": "c"})
-            replay = await client.post(server.ingest_url, json=entries, headers={"X-Call": "c"})
+            await http_client.post(fault_server.ingest_url, json=entries, headers={"X-Call": "c"})
+            replay = await http_client.post(
+                fault_server.ingest_url, json=entries, headers={"X-Call": "c"}
+            )
         assert replay.headers["idempotent-replayed"] == "true"
-        assert server.applied_ids() == ["k1", '{"a":1,"b":2}', '{"a":1,"b":2}', "k1"]
-        stats = server.stats()
+        assert fault_server.applied_ids() == ["k1", '{"a":1,"b":2}', '{"a":1,"b":2}', "k1"]
+        stats = fault_server.stats()
         assert (stats.unique_ids, stats.duplicates, stats.replays) == (2, 2, 1)
 
 
 async def test_the_key_store_is_bounded() -> None:
-    with FaultServer(in_thread=True, idempotency_capacity=2) as server:
-        async with httpx.AsyncClient(timeout=10) as client:
+    with FaultServer(in_thread=True, idempotency_capacity=2) as fault_server:
+        async with httpx.AsyncClient(timeout=10) as http_client:
             for key in ("a", "b", "c", "a"):
-                await client.post(
-                    server.ingest_url, json=[{"id": key}], headers={"Idempotency-Key": key}
+                await http_client.post(
+                    fault_server.ingest_url, json=[{"id": key}], headers={"Idempotency-Key": key}
                 )
-        assert server.applied_ids() == ["a", "b", "c", "a"]
-        assert server.key_status("b") is None
-        assert server.key_status("c") is not None
+        assert fault_server.applied_ids() == ["a", "b", "c", "a"]
+        assert fault_server.key_status("b") is None
+        assert fault_server.key_status("c") is not None

@@ -1,0 +1,134 @@
+"""``python -m asyncsink`` (or ``asyncsink``): the demo, the call-record tool and the option
+reference.
+
+::
+
+    asyncsink demo [--rows N] [--sink http|kinesis|elasticsearch] [--no-kill] ...
+    asyncsink records list sqlite:///path/records.db
+    asyncsink options [SINK] [--markdown] [--write-readme [PATH]]
+
+Exit codes: 0 done, 1 failed (the demo lost or duplicated rows, a README is out of date),
+2 bad usage (an unknown command, sink or option).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from sinks import SHIMS
+
+__all__ = ["main"]
+
+_PROG = "asyncsink"
+_SINKS = tuple(SHIMS)
+
+
+def _parser() -> argparse.ArgumentParser:
+    from .demo import add_arguments
+
+    parser = argparse.ArgumentParser(
+        prog=_PROG,
+        description="A generic async sink framework for Apache Spark: the demo job, the "
+        "durable call records and the option reference.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    demo = commands.add_parser(
+        "demo",
+        help="stream rows from a local Spark session to a faulty local endpoint, kill a "
+        "task on the way, and check that every row arrived exactly once",
+        description="Stream rows from a local Spark session to a local, fault-injecting "
+        "destination, kill a task on the way, and check that every row arrived once. "
+        "Exits 0 when nothing was lost or stored twice.",
+    )
+    add_arguments(demo)
+    commands.add_parser(
+        "records",
+        add_help=False,
+        help="list, show and purge durable call records (asyncsink records --help)",
+    )
+    options = commands.add_parser(
+        "options",
+        help="list every option of a sink, with its default and meaning",
+        description="List every option a sink takes (the core options and its own), with "
+        "its default and meaning. Without SINK, the core options.",
+    )
+    options.add_argument("sink", nargs="?", metavar="SINK", help=f"one of {', '.join(_SINKS)}")
+    options.add_argument(
+        "--markdown", action="store_true", help="print the sink's own options as a Markdown table"
+    )
+    options.add_argument(
+        "--write-readme",
+        nargs="?",
+        const="README.md",
+        metavar="PATH",
+        help="fill the '<!-- options:NAME -->' sections of a README (default README.md) "
+        "from the code",
+    )
+    options.add_argument(
+        "--check-readme",
+        nargs="?",
+        const="README.md",
+        metavar="PATH",
+        help="exit 1 when a README's options sections differ from the code",
+    )
+    return parser
+
+
+def _options(args: argparse.Namespace) -> int:
+    from . import docs
+
+    if args.write_readme or args.check_readme:
+        path = Path(args.write_readme or args.check_readme)
+        try:
+            if args.write_readme:
+                changed = docs.update_readme(path)
+                print(f"{path}: updated {', '.join(changed)}" if changed else f"{path}: up to date")
+                return 0
+            stale = docs.stale_sections(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            print(f"{_PROG} options: error: {exc}", file=sys.stderr)
+            return 1
+        if stale:
+            print(f"{path}: out of date: {', '.join(stale)} ({_PROG} options --write-readme)")
+            return 1
+        print(f"{path}: up to date")
+        return 0
+    sink = args.sink.lower() if args.sink else None
+    if sink is not None and sink not in _SINKS:
+        known = ", ".join(_SINKS)
+        print(f"{_PROG} options: error: unknown sink {args.sink!r}; known sinks: {known}",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    try:
+        text = docs.options_table(sink) if args.markdown else docs.options_text(sink)
+    except ImportError as exc:
+        print(f"{_PROG} options: the {sink} sink cannot be loaded: {exc}", file=sys.stderr)
+        return 1
+    print(text, end="")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments and arguments[0] == "records":
+        from .cli.records import main as records_main
+
+        return records_main(arguments[1:])
+    parser = _parser()
+    try:
+        args = parser.parse_args(arguments)
+        if args.command == "demo":
+            from .demo import run_from_args
+
+            return run_from_args(args)
+        return _options(args)
+    except SystemExit as exc:  # --help, or a usage error argparse already reported
+        return exc.code if isinstance(exc.code, int) else 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

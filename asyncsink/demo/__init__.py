@@ -1,0 +1,41 @@
+"""``python -m asyncsink demo``: a streaming job that loses a task and still delivers every
+row exactly once.
+
+The demo starts a local Spark session (``local[2,3]``, so a failed task is retried), a
+local destination that injects faults (the fault server for ``http``: latency, throttling,
+5xx answers and per-entry failures), and a streaming query: a ``rate-micro-batch`` source,
+a deterministic projection (``concat('r', value) AS id, value``) and ``foreach_batch`` with
+durable call records in a temporary SQLite file. In one early micro-batch the first
+attempt of partition 0 kills its own Python worker (``os._exit``) right after a few
+requests were acknowledged, before it could record the last acknowledgement. Spark runs
+the task again; the retry skips what the call records say was delivered and re-sends the
+unrecorded request with its idempotency key, which the endpoint recognises.
+
+When the query has delivered ``--rows`` rows it is stopped, and the demo reads back what
+the destination holds and prints a report: rows, requests, retries, entries skipped,
+duplicates and lost rows (both must be 0), throughput. The exit code is 0 when nothing was
+lost and nothing was stored twice, 1 otherwise, 2 for bad usage or a destination that
+cannot run here. Everything started (query, Spark, destination) is stopped on the way out.
+
+``create_demo_writer`` is the writer factory the query runs (``asyncsink.demo:
+create_demo_writer``); ``run_demo`` runs the demo from Python, optionally on an existing
+SparkSession (which is then left running).
+"""
+
+from .cli import add_arguments, main, run_from_args
+from .destinations import DemoUnavailable
+from .run import run_demo
+from .settings import DemoReport, DemoSettings, KillInfo
+from .writer import create_demo_writer
+
+__all__ = [
+    "DemoReport",
+    "DemoSettings",
+    "DemoUnavailable",
+    "KillInfo",
+    "add_arguments",
+    "create_demo_writer",
+    "main",
+    "run_demo",
+    "run_from_args",
+]

@@ -1,0 +1,291 @@
+"""The demo's run: destination, Spark session, streaming query, report."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, TextIO
+
+import orjson
+
+from ..stats import WriterStatistics
+from .destinations import Destination, destination_for
+from .settings import DemoReport, DemoSettings, KillInfo
+from .writer import KILL_AFTER_OPTION, KILL_MARKER_OPTION, SINK_OPTION
+
+__all__ = ["run_demo"]
+
+SINK_ID = "asyncsink-demo"
+MAX_BATCH_SIZE = 100
+KILL_AFTER_REQUESTS = 3
+PARTITIONS = 2
+
+
+class _Batches:
+    """The ``foreachBatch`` function: delivers each micro-batch until ``rows`` are in.
+
+    Batches after the last row are left alone (the source keeps producing empty ones);
+    the early batch chosen for the kill runs with the kill options.
+    """
+
+    def __init__(
+        self,
+        settings: DemoSettings,
+        options: dict[str, str],
+        marker: Path,
+        out: TextIO,
+    ) -> None:
+        from ..spark import foreach_batch
+
+        self.settings = settings
+        self.marker = marker
+        self.out = out
+        self.total = WriterStatistics()
+        self.rows_done = 0
+        self.batches = 0
+        self.last_batch: int | None = None
+        self.done_at: float | None = None
+        self.kill_batch: int | None = None
+        self.done = threading.Event()
+        self._lock = threading.Lock()
+        factory = "asyncsink.demo:create_demo_writer"
+        self.sink = foreach_batch(factory, options, sink_id=SINK_ID, on_batch=self._on_batch)
+        killing = {**options, KILL_AFTER_OPTION: str(KILL_AFTER_REQUESTS),
+                   KILL_MARKER_OPTION: str(marker)}  # fmt: skip
+        self.killing_sink = foreach_batch(
+            factory, killing, sink_id=SINK_ID, on_batch=self._on_batch
+        )
+        self.bar: Any = None
+        self._shown = 0
+
+    def start_progress(self) -> None:
+        """Show a progress bar on a terminal (else one line per micro-batch)."""
+        if not self.settings.progress or not self.out.isatty():
+            return
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            return
+        self.bar = tqdm(total=self.settings.rows, unit="rows", unit_scale=True, file=self.out,
+                        desc="delivered", dynamic_ncols=True)  # fmt: skip
+
+    def show(self, live: int | None) -> None:
+        """Move the bar to what the destination holds now (between micro-batches)."""
+        with self._lock:
+            self._advance(max(self.rows_done, min(live or 0, self.settings.rows)))
+
+    def _advance(self, rows: int) -> None:
+        if self.bar is not None and rows > self._shown:
+            self.bar.update(rows - self._shown)
+            self._shown = rows
+
+    def __call__(self, df: Any, batch_id: int) -> None:
+        if self.done.is_set():
+            return
+        kill_due = (
+            self.settings.kill
+            and not self.marker.exists()
+            and (self.batches >= 1 or self.settings.rows <= self.settings.rows_per_batch)
+        )
+        if kill_due:
+            self.kill_batch = batch_id
+            self.killing_sink(df, batch_id)
+        else:
+            self.sink(df, batch_id)
+
+    def _on_batch(self, batch_id: int, stats: WriterStatistics) -> None:
+        rows = stats.delivered + stats.skipped + stats.dead_lettered
+        with self._lock:
+            self.total += stats
+            self.rows_done += rows
+            if rows:
+                self.batches += 1
+            if self.kill_batch == batch_id and self.marker.exists():
+                self._say(
+                    f"batch {batch_id}: a task was killed mid-partition; Spark ran it again, "
+                    f"and the retry skipped {stats.skipped:,} entries already delivered"
+                )
+            if self.bar is not None:
+                self._advance(self.rows_done)
+            elif self.settings.progress and rows:
+                self._say(f"batch {batch_id}: {self.rows_done:,} of {self.settings.rows:,} rows")
+            if self.rows_done >= self.settings.rows:
+                self.last_batch = batch_id
+                self.done_at = time.monotonic()
+                self.done.set()
+
+    def _say(self, text: str) -> None:
+        if self.bar is not None:
+            self.bar.write(text, file=self.out)
+        else:
+            print(text, file=self.out, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def _start_spark(workdir: Path) -> Any:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    log4j = workdir / "log4j2.properties"
+    log4j.write_text(
+        "rootLogger.level = error\nrootLogger.appenderRef.stderr.ref = console\n"
+        "appender.console.type = Console\nappender.console.name = console\n"
+        "appender.console.target = SYSTEM_ERR\nappender.console.layout.type = PatternLayout\n"
+        "appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n\n"
+        # the killed task is expected: its loud stack traces would only hide the report
+        "logger.executor.name = org.apache.spark.executor.Executor\n"
+        "logger.executor.level = off\n"
+        "logger.tasks.name = org.apache.spark.scheduler.TaskSetManager\n"
+        "logger.tasks.level = off\n"
+        "logger.repl.name = org.apache.spark.repl.Main\n"  # no "default log level" notice
+        "logger.repl.level = error\n"
+    )
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2,3]")  # task retries need local[N,F]
+        .appName("asyncsink-demo")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def _read_kill(marker: Path, batch_id: int | None) -> KillInfo | None:
+    try:
+        data = orjson.loads(marker.read_bytes())
+    except FileNotFoundError:
+        return None
+    return KillInfo(batch_id, int(data["partition"]), int(data["attempt"]), int(data["acked"]))
+
+
+def run_demo(settings: DemoSettings, *, spark: Any = None, out: TextIO | None = None) -> DemoReport:
+    """Run the demo and return its report (also printed to ``out``, default stdout).
+
+    ``spark``: an existing SparkSession to run on (left running); it needs ``local[N,F]``
+    or a cluster for the killed task to be retried. Without one, a local session is
+    started and stopped.
+
+    Raises:
+        DemoUnavailable: the sink or its local destination cannot run here.
+    """
+    out = out if out is not None else sys.stdout
+    started = time.monotonic()
+    destination = destination_for(settings.sink)
+    with contextlib.ExitStack() as stack:
+        workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="asyncsink-demo-")))
+        print(f"Starting {destination.description}...", file=out, flush=True)
+        stack.callback(destination.stop)
+        destination.start(settings, workdir)
+        if spark is None:
+            print("Starting a local Spark session (local[2,3])...", file=out, flush=True)
+            spark = _start_spark(workdir)
+            stack.callback(spark.stop)
+        report = _stream(settings, spark, destination, workdir, out, stack)
+    report = replace(report, wall_s=time.monotonic() - started)
+    print(report.render(), file=out, flush=True)
+    return report
+
+
+def _stream(
+    settings: DemoSettings,
+    spark: Any,
+    destination: Destination,
+    workdir: Path,
+    out: TextIO,
+    stack: contextlib.ExitStack,
+) -> DemoReport:
+    options = {
+        **destination.sink_options(),
+        SINK_OPTION: destination.name,
+        "recordStore": f"sqlite:///{workdir / 'records.db'}",
+        "maxBatchSize": str(MAX_BATCH_SIZE),
+        "initialBackoffMs": "20",
+        "maxBackoffMs": "1000",
+        "requestTimeoutMs": "10s",
+    }
+    marker = workdir / "killed.json"
+    batches = _Batches(settings, options, marker, out)
+    stack.callback(batches.close)
+    source = (
+        spark.readStream.format("rate-micro-batch")
+        .option("rowsPerBatch", settings.rows_per_batch)
+        .option("numPartitions", PARTITIONS)
+        .load()
+        .where(f"value < {settings.rows}")
+        .selectExpr("concat('r', value) AS id", "value")
+    )
+    kill = "killing one task once, " if settings.kill else ""
+    print(
+        f"Streaming {settings.rows:,} rows ({settings.rows_per_batch:,} per micro-batch, "
+        f"{kill}durable records in {workdir / 'records.db'})...",
+        file=out,
+        flush=True,
+    )
+    query = (
+        source.writeStream.foreachBatch(batches)
+        .option("checkpointLocation", str(workdir / "checkpoint"))
+        .start()
+    )
+    stream_start = time.monotonic()
+    stack.callback(_stop_query, query)
+    batches.start_progress()
+    error = _wait(query, batches, destination, settings.timeout_s)
+    streaming_s = (batches.done_at or time.monotonic()) - stream_start
+    _stop_query(query)
+    batches.close()
+    delivery = destination.check(settings.rows)
+    return DemoReport(
+        sink=destination.name,
+        rows=settings.rows,
+        batches=batches.batches,
+        writers=batches.total,
+        stored=delivery.stored,
+        duplicates=delivery.duplicates,
+        lost=delivery.lost,
+        unexpected=delivery.unexpected,
+        idempotent=destination.idempotent,
+        kill=_read_kill(marker, batches.kill_batch),
+        destination_lines=delivery.lines,
+        streaming_s=streaming_s,
+        error=error,
+    )
+
+
+def _wait(query: Any, batches: _Batches, destination: Destination, timeout_s: float) -> str | None:
+    """Wait until every row is delivered and its batch committed; the error if not."""
+    deadline = time.monotonic() + timeout_s
+    while not batches.done.wait(0.25):
+        batches.show(destination.live_count())
+        if not query.isActive:
+            failure = query.exception()
+            return f"the streaming query stopped: {failure}" if failure else "the query stopped"
+        if time.monotonic() > deadline:
+            return f"the rows were not delivered within {timeout_s:g} s"
+    while time.monotonic() < deadline:  # the batch's offsets are committed after it ran
+        progress = query.lastProgress
+        if progress is not None and progress.get("batchId", -1) >= (batches.last_batch or 0):
+            break
+        if not query.isActive:
+            break
+        time.sleep(0.1)
+    return None
+
+
+def _stop_query(query: Any) -> None:
+    if query.isActive:
+        query.stop()

@@ -1,0 +1,255 @@
+"""The option reference, generated from the option classes themselves.
+
+Every option is declared once, with its default and its documentation, on a frozen
+options class (see ``asyncsink.options``). This module turns those declarations into the
+text ``python -m asyncsink options`` prints and into the Markdown tables of README.md,
+which sit between markers::
+
+    <!-- options:core -->
+    | option | default | meaning |
+    ...
+    <!-- /options:core -->
+
+``core`` holds the writer's ``SinkOptions`` and the Spark integration's ``DurableOptions``;
+each sink (``http``, ``kinesis``, ``elasticsearch``) has a section of its own options.
+``update_readme`` rewrites those sections; ``stale_sections`` names the ones that no
+longer match the code (the test suite fails on them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import textwrap
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from sinks import SHIMS, shim_options
+
+from .options import OptionSpec, SinkOptions, option_specs
+from .spark.spec import DEFAULT_RECORD_STORE, DurableOptions
+
+__all__ = [
+    "CORE",
+    "OptionGroup",
+    "format_default",
+    "option_groups",
+    "options_table",
+    "options_text",
+    "readme_sections",
+    "render_readme",
+    "stale_sections",
+    "update_readme",
+]
+
+CORE = "core"
+"""The section name of the options every sink shares."""
+
+_MiB = 1024 * 1024
+_KiB = 1024
+_SECTION = re.compile(
+    r"(?P<open><!-- options:(?P<name>[a-z0-9_-]+) -->\n)"
+    r"(?P<body>.*?)"
+    r"(?P<close><!-- /options:(?P=name) -->)",
+    re.S,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class OptionGroup:
+    """One options class as the reference shows it: a title and the class."""
+
+    title: str
+    options_class: type
+
+    @property
+    def specs(self) -> tuple[OptionSpec, ...]:
+        """The group's options, in declaration order."""
+        return option_specs(self.options_class)
+
+
+def option_groups(sink: str | None) -> list[OptionGroup]:
+    """The option groups a sink takes: the core ones, then the sink's own.
+
+    ``None`` (or ``"core"``) gives the core groups alone.
+
+    Raises:
+        ValueError: no sink has that name.
+        ImportError: the sink's module cannot be imported (the message says why).
+    """
+    groups = [
+        OptionGroup("Writer (buffering, retries, bad records)", SinkOptions),
+        OptionGroup("Spark integration and durable call records", DurableOptions),
+    ]
+    if sink is None or sink == CORE:
+        return groups
+    name = sink.lower()
+    return [*groups, OptionGroup(f"The {name} sink", shim_options(name))]
+
+
+def _own_group(sink: str | None) -> list[OptionGroup]:
+    groups = option_groups(sink)
+    return groups if sink is None or sink == CORE else groups[2:]
+
+
+def _required(cls: type) -> set[str]:
+    return {
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    }
+
+
+def format_default(spec: OptionSpec, *, required: bool = False) -> str:
+    """An option's default as the reference shows it: sizes in KiB/MiB, booleans in
+    lower case, ``(none)`` for no value, ``***`` for a secret's value."""
+    value = spec.default
+    if required:
+        return "(required)"
+    if value is None:
+        return "(none)"
+    if spec.secret:
+        return "***"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if spec.kind == "size" and isinstance(value, int) and value:
+        for unit, size in (("MiB", _MiB), ("KiB", _KiB)):
+            if value % size == 0:
+                return f"{value // size} {unit}"
+        return str(value)
+    if value == DEFAULT_RECORD_STORE:
+        return "SQLite file `asyncsink/records.db` in the temp dir"
+    if isinstance(value, str):
+        return f"`{value}`" if value else '`""`'
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, Mapping | list | tuple):
+        return f"`{orjson.dumps(value).decode()}`"
+    return repr(value)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def options_table(sink: str | None) -> str:
+    """A Markdown table (``option | default | meaning``) of a sink's own options, or of
+    the core options (``None`` or ``"core"``), ending with a newline.
+
+    Raises:
+        ValueError, ImportError: see ``option_groups``.
+    """
+    lines = ["| option | default | meaning |", "|---|---|---|"]
+    for group in _own_group(sink):
+        required = _required(group.options_class)
+        for spec in group.specs:
+            default = format_default(spec, required=spec.name in required)
+            lines.append(f"| {spec.spark_name} | {_cell(default)} | {_cell(spec.doc)} |")
+    return "\n".join(lines) + "\n"
+
+
+def options_text(sink: str | None, *, width: int = 88) -> str:
+    """Every option a sink takes (the core groups and its own), for a terminal.
+
+    Raises:
+        ValueError, ImportError: see ``option_groups``.
+    """
+    title = "Core options" if sink is None or sink == CORE else f"Options of the {sink} sink"
+    out = [
+        f"{title}. Names are case-insensitive; values are strings (sizes accept 5mb, "
+        "durations 2s).",
+    ]
+    groups = option_groups(sink)
+    core_names = {spec.spark_name for group in groups[:2] for spec in group.specs}
+    for index, group in enumerate(groups):
+        cls = group.options_class
+        out.append("")
+        out.append(f"{group.title} ({cls.__module__}.{cls.__qualname__}):")
+        required = _required(cls)
+        for spec in group.specs:
+            default = format_default(spec, required=spec.name in required).replace("`", "")
+            notes = " (secret)" if spec.secret else ""
+            if index >= 2 and spec.spark_name in core_names:
+                notes += " (the sink's own, in place of the core option)"
+            out.append(f"  {spec.spark_name}  [default: {default}]{notes}")
+            out.extend(
+                textwrap.wrap(spec.doc, width, initial_indent="      ", subsequent_indent="      ")
+            )
+    if sink is None or sink == CORE:
+        out.append("")
+        out.append(f"Sinks: {', '.join(sorted(SHIMS))} (python -m asyncsink options SINK).")
+    return "\n".join(out) + "\n"
+
+
+def readme_sections(text: str) -> dict[str, str]:
+    """The generated sections of a README: section name -> the text between its markers.
+
+    Raises:
+        ValueError: a section appears twice.
+    """
+    sections: dict[str, str] = {}
+    for match in _SECTION.finditer(text):
+        name = match.group("name")
+        if name in sections:
+            raise ValueError(f"the README has two '<!-- options:{name} -->' sections")
+        sections[name] = match.group("body")
+    return sections
+
+
+def _available(names: Iterable[str]) -> dict[str, str]:
+    tables = {}
+    for name in names:
+        try:
+            tables[name] = options_table(name)
+        except ImportError:
+            continue  # a sink whose module is missing keeps what the README says
+    return tables
+
+
+def render_readme(text: str) -> str:
+    """``text`` with every options section filled from the code.
+
+    A section of a sink whose module cannot be imported is left as it is.
+
+    Raises:
+        ValueError: a section names no known sink.
+    """
+    sections = readme_sections(text)
+    unknown = sorted(set(sections) - {CORE, *SHIMS})
+    if unknown:
+        raise ValueError(
+            f"the README has a section for {unknown[0]!r}, which is neither 'core' nor a "
+            f"sink ({', '.join(sorted(SHIMS))})"
+        )
+    tables = _available(sections)
+
+    def fill(match: re.Match[str]) -> str:
+        table = tables.get(match.group("name"), match.group("body"))
+        return match.group("open") + table + match.group("close")
+
+    return _SECTION.sub(fill, text)
+
+
+def stale_sections(text: str) -> list[str]:
+    """The options sections of ``text`` that do not match the code, by name."""
+    current = readme_sections(text)
+    wanted = readme_sections(render_readme(text))
+    return [name for name in current if current[name] != wanted[name]]
+
+
+def update_readme(path: str | Path) -> list[str]:
+    """Rewrite the options sections of the README at ``path``; return those that changed.
+
+    Raises:
+        OSError: the file cannot be read or written.
+        ValueError: see ``render_readme``.
+    """
+    target = Path(path)
+    text = target.read_text(encoding="utf-8")
+    changed = stale_sections(text)
+    if changed:
+        target.write_text(render_readme(text), encoding="utf-8")
+    return changed

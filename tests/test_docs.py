@@ -1,0 +1,123 @@
+"""The option reference in README.md is generated from the code and must match it."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from asyncsink.docs import (
+    format_default,
+    options_table,
+    readme_sections,
+    render_readme,
+    stale_sections,
+    update_readme,
+)
+from asyncsink.options import Options, SinkOptions, option, option_specs
+from asyncsink.spark import DurableOptions
+from sinks import SHIMS, shim_options
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def importable(sink: str) -> bool:
+    module = SHIMS[sink][0].partition(":")[0]
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True
+
+
+def test_readme_tables_match_the_code() -> None:
+    stale = stale_sections(README.read_text(encoding="utf-8"))
+    assert stale == [], f"run: python -m asyncsink options --write-readme ({stale})"
+
+
+def test_readme_has_a_section_for_the_core_options_and_every_sink() -> None:
+    sections = readme_sections(README.read_text(encoding="utf-8"))
+    assert set(sections) == {"core", *SHIMS}
+
+
+@pytest.mark.parametrize("sink", sorted(SHIMS))
+def test_every_option_of_a_sink_is_in_its_readme_table(sink: str) -> None:
+    if not importable(sink):
+        pytest.skip(f"the {sink} sink's module is not importable here")
+    table = readme_sections(README.read_text(encoding="utf-8"))[sink]
+    names = {line.split("|")[1].strip() for line in table.splitlines()[2:]}
+    assert names == {spec.spark_name for spec in option_specs(shim_options(sink))}
+
+
+def test_core_table_lists_writer_and_durable_options_with_their_defaults() -> None:
+    rows = {
+        line.split(" | ")[0].lstrip("| "): line.split(" | ")[1]
+        for line in options_table(None).splitlines()[2:]
+    }
+    expected = {spec.spark_name for spec in option_specs(SinkOptions)}
+    expected |= {spec.spark_name for spec in option_specs(DurableOptions)}
+    assert set(rows) == expected
+    assert rows["maxBatchSize"] == "500"
+    assert rows["maxBatchSizeInBytes"] == "5 MiB"
+    assert rows["rateLimiting"] == "true"
+    assert rows["sinkId"] == "(none)"
+    assert "temp dir" in rows["recordStore"]  # not this machine's temp path
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class Sample(Options):
+    token: str = option("hunter2", secret=True, doc="A secret with a default.")
+    endpoint: str = option(doc="Required | with a pipe.")
+    chunk: int = option(64 * 1024, kind="size", doc="A size.")
+    odd: int = option(1000, kind="size", doc="A size in no unit.")
+    mode: str = option("fast", doc="A string.")
+
+
+def test_defaults_are_shown_masked_required_and_in_units() -> None:
+    specs = {spec.name: spec for spec in option_specs(Sample)}
+    assert format_default(specs["token"]) == "***"
+    assert format_default(specs["endpoint"], required=True) == "(required)"
+    assert format_default(specs["chunk"]) == "64 KiB"
+    assert format_default(specs["odd"]) == "1000"
+    assert format_default(specs["mode"]) == "`fast`"
+
+
+def test_table_cells_escape_pipes_and_mark_required_options(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import asyncsink.docs as docs
+
+    monkeypatch.setattr(docs, "shim_options", lambda name: Sample)
+    table = options_table("http")
+    assert "| endpoint | (required) | Required \\| with a pipe. |" in table
+    assert "| token | *** |" in table
+    assert "hunter2" not in table
+
+
+def test_update_readme_fills_stale_sections_and_leaves_the_rest(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    text = (
+        "# title\n\nintro\n\n<!-- options:core -->\n| old | table |\n<!-- /options:core -->\n"
+        "\nmiddle\n\n<!-- options:http -->\n<!-- /options:http -->\nend\n"
+    )
+    readme.write_text(text)
+    assert stale_sections(text) == ["core", "http"]
+    assert update_readme(readme) == ["core", "http"]
+    updated = readme.read_text()
+    assert updated.startswith("# title\n\nintro\n\n<!-- options:core -->\n| option |")
+    assert "\nmiddle\n" in updated and updated.endswith("<!-- /options:http -->\nend\n")
+    assert readme_sections(updated)["http"] == options_table("http")
+    assert update_readme(readme) == []  # idempotent
+
+
+def test_a_section_for_an_unknown_sink_is_an_error() -> None:
+    with pytest.raises(ValueError, match="'nosuch'"):
+        render_readme("<!-- options:nosuch -->\n<!-- /options:nosuch -->\n")
+
+
+def test_a_section_twice_is_an_error() -> None:
+    twice = "<!-- options:core -->\n<!-- /options:core -->\n" * 2
+    with pytest.raises(ValueError, match="two"):
+        readme_sections(twice)
