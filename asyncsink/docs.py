@@ -132,7 +132,7 @@ def format_default(spec: OptionSpec, *, required: bool = False) -> str:
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return text.replace("|", "\\|").replace("<", "\\<").replace("\n", " ")
 
 
 def options_table(sink: str | None) -> str:

@@ -8,7 +8,8 @@ Prints the median entries/s of each side and their ratio (the goal is >= 0.85), 
 per second of the process's CPU time (steadier on a busy machine: it leaves out time other
 processes took), and how many store writes a durable run made.
 
-    .venv/bin/python benchmarks/bench_durable.py [--entries N] [--rounds R] [--profile]
+    .venv/bin/python benchmarks/bench_durable.py [--entries N] [--rounds R]
+        [--latencies-ms 2,0] [--profile]
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from asyncsink.stores.sqlite import SQLiteStore
 
 BATCH = 500
 IN_FLIGHT = 16
-LATENCIES_MS = (2.0, 0.0)
 
 
 class NullWriter(AsyncSinkWriter[bytes, bytes]):
@@ -96,6 +96,9 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=200_000, help="entries per run")
     parser.add_argument("--rounds", type=int, default=7, help="A B pairs per latency")
     parser.add_argument(
+        "--latencies-ms", default="2,0", help="simulated latencies to run, comma-separated"
+    )
+    parser.add_argument(
         "--profile", action="store_true", help="also profile one durable run at 0 ms"
     )
     args = parser.parse_args()
@@ -107,7 +110,7 @@ def main() -> None:
               f"median of {args.rounds} alternating rounds")  # fmt: skip
         print(f"{'latency':>8}{'plain':>12}{'durable':>12}{'ratio':>7}{'plain/cpu':>12}"
               f"{'durable/cpu':>13}{'ratio':>7}{'puts/run':>10}{'records/put':>13}")  # fmt: skip
-        for latency_ms in LATENCIES_MS:
+        for latency_ms in (float(ms) for ms in args.latencies_ms.split(",")):
             plain, durable = [], []
             store.puts = store.records = 0
             for _ in range(args.rounds):

@@ -34,12 +34,10 @@ class _Delivery:
     lines: tuple[str, ...]
 
 
-def _tally(
-    ids: Sequence[Any], rows: int, lines: Sequence[str], extra_duplicates: int = 0
-) -> _Delivery:
+def _tally(ids: Sequence[Any], rows: int, lines: Sequence[str]) -> _Delivery:
     seen = set(ids)
     expected = {f"r{i}" for i in range(rows)}
-    duplicates = len(ids) - len(seen) + extra_duplicates
+    duplicates = len(ids) - len(seen)
     return _Delivery(len(ids), duplicates, len(expected - seen), len(seen - expected), tuple(lines))
 
 
@@ -247,15 +245,20 @@ class _ElasticsearchDestination(Destination):
             self.server.stop()
 
     def sink_options(self) -> dict[str, str]:
-        return {"url": self.server.url, "index": self.index}
+        return {"hosts": self.server.url, "index": self.index}
 
     def check(self, rows: int) -> _Delivery:
         stats = self.server.stats()
         documents = self.server.documents(self.index)
-        ids = [source.get("id") for source in documents.values()]
-        lines = [f"the endpoint got {stats.bulk_requests:,} bulk requests "
-                 f"(items by status: {dict(stats.items_by_status)})"]  # fmt: skip
-        return _tally(ids, rows, lines, extra_duplicates=stats.duplicate_applications)
+        items = ", ".join(
+            f"{count:,} x {status}" for status, count in stats.items_by_status.items()
+        )
+        lines = [
+            f"the endpoint got {stats.bulk_requests:,} bulk requests (items: {items or 'none'})",
+            f"{stats.duplicate_applications:,} documents written again under the same _id "
+            "(re-sends overwrite, they do not duplicate)",
+        ]
+        return _tally([source.get("id") for source in documents.values()], rows, lines)
 
 
 _DESTINATIONS: dict[str, type[Destination]] = {

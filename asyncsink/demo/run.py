@@ -23,6 +23,7 @@ __all__ = ["run_demo"]
 
 SINK_ID = "asyncsink-demo"
 MAX_BATCH_SIZE = 100
+MAX_IN_FLIGHT = 4  # acknowledgements free slots, so records are written while a task runs
 KILL_AFTER_REQUESTS = 3
 PARTITIONS = 2
 
@@ -137,17 +138,17 @@ def _start_spark(workdir: Path) -> Any:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     log4j = workdir / "log4j2.properties"
     log4j.write_text(
-        "rootLogger.level = error\nrootLogger.appenderRef.stderr.ref = console\n"
+        # warn, the level Spark gives an interactive driver, so that it does not announce it
+        "rootLogger.level = warn\nrootLogger.appenderRef.stderr.ref = console\n"
         "appender.console.type = Console\nappender.console.name = console\n"
         "appender.console.target = SYSTEM_ERR\nappender.console.layout.type = PatternLayout\n"
         "appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n\n"
-        # the killed task is expected: its loud stack traces would only hide the report
+        "logger.hadoop.name = org.apache.hadoop\nlogger.hadoop.level = error\n"
+        # the killed task is expected: its stack traces would only hide the report
         "logger.executor.name = org.apache.spark.executor.Executor\n"
         "logger.executor.level = off\n"
         "logger.tasks.name = org.apache.spark.scheduler.TaskSetManager\n"
         "logger.tasks.level = off\n"
-        "logger.repl.name = org.apache.spark.repl.Main\n"  # no "default log level" notice
-        "logger.repl.level = error\n"
     )
     from pyspark.sql import SparkSession
 
@@ -214,6 +215,7 @@ def _stream(
         SINK_OPTION: destination.name,
         "recordStore": f"sqlite:///{workdir / 'records.db'}",
         "maxBatchSize": str(MAX_BATCH_SIZE),
+        "maxInFlightRequests": str(MAX_IN_FLIGHT),
         "initialBackoffMs": "20",
         "maxBackoffMs": "1000",
         "requestTimeoutMs": "10s",

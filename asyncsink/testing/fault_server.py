@@ -106,6 +106,9 @@ __all__ = ["FaultServer", "FaultServerStats", "Faults", "main"]
 
 NO_FAULTS = Faults()
 _JOIN_S = 5.0
+# stats() settles the duplicate count of every id applied since the last call: allow for
+# tens of millions of them.
+_CONTROL_TIMEOUT_S = 120.0
 
 
 class FaultServer:
@@ -324,7 +327,7 @@ class FaultServer:
 
     def _call(self, method: str, route: str, body: bytes | None = None) -> tuple[int, bytes]:
         host = self._config.host
-        connection = http.client.HTTPConnection(host, self.port, timeout=30)
+        connection = http.client.HTTPConnection(host, self.port, timeout=_CONTROL_TIMEOUT_S)
         try:
             headers = {"content-type": "application/json"} if body is not None else {}
             connection.request(method, CONTROL_PREFIX + route, body=body, headers=headers)

@@ -107,8 +107,8 @@ def error_for_status(
     status = response.status_code
     retry_after = parse_retry_after(response.headers.get("retry-after"))
     excerpt = redact.excerpt(response.content)
-    message = f"HTTP {status} {response.reason_phrase} from {_where(response.request)}"
-    message = redact(message)
+    status_line = f"HTTP {status} {response.reason_phrase}".rstrip()
+    message = redact(f"{status_line} from {_where(response.request)}")
     if excerpt:
         message += f": {excerpt}"
     if status in THROTTLE_STATUSES:

@@ -39,6 +39,7 @@ the entries to retry or reject, or ``None`` to fall back to the built-in parsing
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 _SENSITIVE_HEADER = re.compile(r"auth|cookie|key|token|secret|passw|signature|credential", re.I)
 _FORMATS = ("json", "ndjson")
+_USERINFO = re.compile(r"//[^/@]*@")
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
@@ -217,7 +218,7 @@ class HttpOptions(Options):
 
     @staticmethod
     def _check_url(url: str, name: str) -> None:
-        shown = url.split("?", 1)[0] if isinstance(url, str) else url
+        shown = _USERINFO.sub("//***@", url.split("?", 1)[0]) if isinstance(url, str) else url
         try:
             parsed = httpx.URL(url)
         except (httpx.InvalidURL, TypeError):

@@ -1,7 +1,9 @@
 """The HTTP sink end to end, through the fault-injecting endpoint in its own process.
 
 Whatever the endpoint does wrong, every entry must land exactly once: the writer retries
-what failed, and the idempotency key makes the endpoint drop what it already applied.
+what failed, and the idempotency key makes the endpoint drop what it already applied
+(``slow_answers``: a re-send that arrives while the first request is still being applied
+is answered 409 and retried, and once it completed, answered from the endpoint's memory).
 """
 
 from __future__ import annotations
@@ -84,6 +86,10 @@ FAULTS = {
         Faults(timeout_after_apply_rate=0.15, latency_ms=5, hang_s=5, seed=4),
         {"requestTimeoutMs": "300"},
     ),
+    "slow_answers": (
+        Faults(latency_ms=50, latency_jitter_ms=400, seed=11),
+        {"requestTimeoutMs": "250"},
+    ),
     "resets": (Faults(reset_rate=0.2, seed=5), {}),
     "reset_after_apply": (Faults(reset_after_apply_rate=0.3, seed=6), {}),
     "partial_items": (Faults(partial_failure_rate=0.1, partial_response_status=207, seed=7), {}),
@@ -106,6 +112,7 @@ def fault_happened(name: str, server: FaultServer, writer: HttpWriter) -> bool:
         "server_errors": any(statuses.get(s) for s in (500, 502, 504)),
         "timeouts": stats.timeouts > 0 and writer.statistics().timeouts > 0,
         "timeout_after_apply": stats.replays + stats.conflicts > 0,
+        "slow_answers": stats.conflicts > 0 and stats.replays > 0,
         "resets": stats.resets > 0,
         "reset_after_apply": stats.resets > 0 and stats.replays > 0,
         "partial_items": stats.entries_rejected > 0 and statuses.get(207, 0) > 0,
@@ -129,7 +136,7 @@ async def test_every_entry_lands_exactly_once_under_each_fault(
 ) -> None:
     faults, overrides = FAULTS[name]
     server.set_faults(faults)
-    data = rows(name, 1500)
+    data = rows(name, 400 if name == "slow_answers" else 1500)
     writer = await deliver(server.ingest_url, data, **overrides)
     assert_exactly_once(server, data)
     assert fault_happened(name, server, writer)

@@ -653,6 +653,9 @@ def test_options_repr_masks_credentials_and_header_values() -> None:
     with pytest.raises(OptionError) as caught:
         HttpOptions(url=URL, headers=f"Authorization Bearer {SECRET}")
     assert SECRET not in str(caught.value)
+    with pytest.raises(OptionError) as caught:
+        HttpOptions(url=f"ftp://ann:{SECRET}@sink.test/")
+    assert SECRET not in str(caught.value) and "'url'" in str(caught.value)
 
 
 def test_excerpt_masks_a_secret_across_the_cut() -> None:

@@ -11,7 +11,7 @@ from asyncsink import OptionError, WriterStatistics
 from asyncsink.spark import foreach_batch, foreach_partition
 from asyncsink.testing import Faults, FaultServer
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
 
 def rows(spark: Any, n: int, partitions: int = 2) -> Any:
@@ -83,7 +83,7 @@ def test_retried_task_sends_only_what_was_not_acknowledged(
     )
     assert_exactly_once(server, 2000)
     assert stats.skipped >= 5 * 50  # the retry skipped what the dead attempt delivered
-    assert server.stats().idempotent_replays <= 50
+    assert server.stats().replays <= 50
 
 
 def test_batch_data_source_write(spark: Any, server: FaultServer, tmp_path: Any) -> None:
@@ -125,6 +125,35 @@ def test_streaming_data_source_write(spark: Any, server: FaultServer, tmp_path: 
     finally:
         query.stop()
     assert_exactly_once(server, 1200)
+
+
+def test_stream_failed_mid_batch_and_restarted_resends_nothing_that_landed(
+    spark: Any, server: FaultServer, tmp_path: Any
+) -> None:
+    source = file_stream(spark, tmp_path / "in", files=2, per_file=600)
+    checkpoint = str(tmp_path / "checkpoint")
+    options = http_options(server, f"sqlite:///{tmp_path}/r.db", maxBatchSize=20)
+    doomed = foreach_batch(
+        "tests.spark.writers:create_killing_writer",
+        {**options, "killAfterRequests": "5", "killMode": "raise-always"},
+        sink_id="restart",
+    )
+    first = source.writeStream.foreachBatch(doomed).option("checkpointLocation", checkpoint).start()
+    with pytest.raises(Exception, match="injected task failure"):
+        first.awaitTermination(300)
+    landed = len(server.applied_ids())
+    assert 0 < landed < 1200  # the batch failed part way
+    healthy = foreach_batch("http", options, sink_id="restart")
+    second = (
+        source.writeStream.foreachBatch(healthy).option("checkpointLocation", checkpoint).start()
+    )
+    try:
+        second.processAllAvailable()
+    finally:
+        second.stop()
+    assert_exactly_once(server, 1200)
+    replayed = min(healthy.statistics)
+    assert healthy.statistics[replayed].skipped >= 5 * 20
 
 
 def test_bad_option_fails_on_the_driver_with_its_name(server: FaultServer) -> None:

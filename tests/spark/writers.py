@@ -13,13 +13,15 @@ from sinks.http import create_writer as create_http_writer
 
 def create_killing_writer(options: Mapping[str, Any], **kwargs: Any) -> Any:
     """An HTTP writer whose first attempt of partition 0 dies (``os._exit``) after
-    ``killAfterRequests`` acknowledged requests, or raises (``killMode`` = ``raise``)."""
+    ``killAfterRequests`` acknowledged requests, or raises (``killMode`` = ``raise``);
+    with ``killMode`` = ``raise-always`` every attempt of partition 0 raises."""
     options = dict(options)
     after = int(options.pop("killAfterRequests"))
     mode = options.pop("killMode", "exit")
     writer = create_http_writer(options, **kwargs)
     context = TaskContext.get()
-    doomed = context is not None and context.attemptNumber() == 0 and context.partitionId() == 0
+    first = mode == "raise-always" or (context is not None and context.attemptNumber() == 0)
+    doomed = first and context is not None and context.partitionId() == 0
     if not doomed:
         return writer
     submit = writer.submit_request_entries

@@ -1,0 +1,211 @@
+"""Rows to bulk entries, and bulk entries to NDJSON ``_bulk`` bodies.
+
+Each written row is encoded once, when the writer accepts it (with the HTTP sink's JSON
+rules, ``sinks.http.encoding``): its source line and as much of its action line as is
+known then. A document id derived from the call (see ``document_id``) is only known when
+the request is made, so such an entry keeps its action line in two pieces and the id goes
+between them as the body is joined::
+
+    {"index":{"_id":"<derived id>","_index":"logs","routing":"eu"}}
+    {"user":"ada","n":1}
+
+The fixed ``index`` is not repeated in each action line: it is in the request path
+(``/{index}/_bulk``), as is the ``pipeline`` (``?pipeline=...``).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import functools
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+import orjson
+
+from sinks.http.encoding import JsonEntryEncoder
+
+from .options import ElasticsearchOptions
+
+__all__ = ["ID_SIZE_ALLOWANCE", "BulkEntry", "EntryBuilder", "bulk_body", "document_id"]
+
+ID_SIZE_ALLOWANCE = 16 + 1 + 20
+"""The longest derived id in bytes: a 16-character scope digest, a dot, a 64-bit number."""
+
+_PERSON = b"asyncsink-es-id"
+
+
+class BulkEntry(NamedTuple):
+    """One document's share of a ``_bulk`` body.
+
+    ``tail`` is empty when ``head`` is the whole action line (an id mapped from the row);
+    otherwise the action line is ``head + derived id + tail``. ``body`` is the line after
+    the action line (``None`` for ``delete``). ``source`` is the row as JSON: what a dead
+    letter holds and what the call log digests. ``size`` is what the entry adds to a body,
+    newlines included (for a derived id, the longest it can be).
+    """
+
+    head: bytes
+    tail: bytes
+    body: bytes | None
+    source: bytes
+    size: int
+
+
+@functools.lru_cache(maxsize=256)
+def _scope_digest(scope: str) -> str:
+    digest = hashlib.blake2b(scope.encode(), digest_size=12, person=_PERSON).digest()
+    return base64.urlsafe_b64encode(digest).decode("ascii")
+
+
+def document_id(scope: str, seq: int) -> str:
+    """The ``_id`` derived for the entry at sequence number ``seq`` of ``scope``.
+
+    A digest of the scope's name (16 URL-safe characters), a dot and the number: the
+    same on every re-send and every replay of the scope, and different for every other
+    entry of any scope. ``scope`` is ``current_call().scope``.
+    """
+    return f"{_scope_digest(scope)}.{seq}"
+
+
+def bulk_body(entries: Sequence[BulkEntry], scope: str, seqs: Sequence[int]) -> bytes:
+    """The NDJSON body of one request: each entry's action line (with its derived id, from
+    ``scope`` and its sequence number in ``seqs``) and its source line, each line ending
+    in a newline."""
+    prefix = _scope_digest(scope).encode("ascii") + b"."
+    parts: list[bytes] = []
+    append = parts.append
+    for entry, seq in zip(entries, seqs, strict=True):
+        if entry.tail:
+            append(b"%s%s%d%s" % (entry.head, prefix, seq, entry.tail))
+        else:
+            append(entry.head)
+        if entry.body is not None:
+            append(entry.body)
+    append(b"")
+    return b"\n".join(parts)
+
+
+def as_mapping(element: Any) -> Mapping[str, Any]:
+    """The fields of a row: a Spark ``Row`` (anything with ``asDict``), a mapping, a
+    dataclass or a named tuple.
+
+    Raises:
+        TypeError: the element has no named fields.
+    """
+    as_dict = getattr(element, "asDict", None)
+    if as_dict is not None:
+        row: Mapping[str, Any] = as_dict(recursive=True)
+        return row
+    if isinstance(element, Mapping):
+        return element
+    named = getattr(element, "_asdict", None)
+    if isinstance(element, tuple) and named is not None:
+        fields: Mapping[str, Any] = named()
+        return fields
+    if dataclasses.is_dataclass(element) and not isinstance(element, type):
+        return {f.name: getattr(element, f.name) for f in dataclasses.fields(element)}
+    raise TypeError(
+        f"a row must be a Spark Row, a mapping, a dataclass or a named tuple, "
+        f"not {type(element).__name__}"
+    )
+
+
+def _lookup(row: Mapping[str, Any], name: str) -> Any:
+    """The value of field ``name``; a dotted name reaches into nested objects when the row
+    has no field of that exact name."""
+    if name in row or "." not in name:
+        return row.get(name)
+    value: Any = row
+    for part in name.split("."):
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(part)
+    return value
+
+
+def _text(row: Mapping[str, Any], name: str, option: str) -> str | None:
+    value = _lookup(row, name)
+    if value is None:
+        return None
+    if isinstance(value, str) and value:
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    shown = "an empty string" if value == "" else f"a {type(value).__name__}"
+    raise TypeError(f"field {name!r} ({option}) holds {shown}, not a string or an integer")
+
+
+class EntryBuilder:
+    """Turns rows into ``BulkEntry`` objects for the configured operation.
+
+    ``indices`` collects the index names rows named through ``indexField`` (for
+    ``refresh``).
+
+    Raises:
+        TypeError, ValueError: from ``__call__``, for a row that cannot become a document
+            (a missing id or index, a value that cannot be encoded); the writer makes it a
+            bad record with its position and this reason.
+    """
+
+    def __init__(self, options: ElasticsearchOptions) -> None:
+        self.indices: set[str] = set()
+        self._encode = JsonEntryEncoder(decimal_as=options.decimal_as)
+        self._op = options.operation
+        self._op_key = options.operation.encode("ascii")
+        self._fallback_index = options.index
+        self._index_field = options.index_field
+        self._id_field = options.id_field
+        self._routing_field = options.routing_field
+        self._plain = not (self._index_field or self._id_field or self._routing_field)
+        self._head = b'{"%s":{"_id":"' % self._op_key
+        self._plain_tail = b'"}}'
+
+    def __call__(self, element: Any) -> BulkEntry:
+        if self._plain:
+            source = self._encode(element)
+            return self._entry(self._head, self._plain_tail, source)
+        row = as_mapping(element)
+        meta: dict[str, str] = {}
+        if self._id_field is not None:
+            doc_id = _text(row, self._id_field, "idField")
+            if doc_id is None:
+                raise ValueError(f"field {self._id_field!r} (idField) is missing or null")
+            if len(doc_id.encode()) > 512:
+                raise ValueError(f"field {self._id_field!r} (idField) is longer than 512 bytes")
+            meta["_id"] = doc_id
+        if self._index_field is not None:
+            index = _text(row, self._index_field, "indexField") or self._fallback_index
+            if index is None:
+                raise ValueError(
+                    f"field {self._index_field!r} (indexField) is missing or null and no "
+                    "index option is set"
+                )
+            meta["_index"] = index
+            self.indices.add(index)
+        if self._routing_field is not None:
+            routing = _text(row, self._routing_field, "routingField")
+            if routing is not None:
+                meta["routing"] = routing
+        source = self._encode(row)
+        if "_id" in meta:
+            return self._entry(orjson.dumps({self._op: meta}), b"", source)
+        if not meta:
+            return self._entry(self._head, self._plain_tail, source)
+        inner = orjson.dumps(meta)[1:-1]
+        return self._entry(self._head, b'",' + inner + b"}}", source)
+
+    def _entry(self, head: bytes, tail: bytes, source: bytes) -> BulkEntry:
+        op = self._op
+        body: bytes | None
+        if op == "index" or op == "create":
+            body = source
+        elif op == "update":
+            body = b'{"doc":' + source + b',"doc_as_upsert":true}'
+        else:
+            body = None
+        size = len(head) + len(tail) + 1 + (len(body) + 1 if body is not None else 0)
+        if tail:
+            size += ID_SIZE_ALLOWANCE
+        return BulkEntry(head, tail, body, source, size)

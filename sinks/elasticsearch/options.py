@@ -1,0 +1,283 @@
+"""Options of the Elasticsearch sink: which cluster, which index, which operation, and how
+each request is authenticated, compressed and negotiated.
+
+``ElasticsearchOptions`` is built from Python keywords or, together with the writer's
+``SinkOptions``, from one mapping of Spark string options (``create_writer``). Credentials
+(``apiKey``, ``basicPassword``, ``bearerToken``) are secrets: masked in ``repr``, never
+shown in errors or logs.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import httpx
+
+from asyncsink.errors import OptionError
+from asyncsink.options import Options, option
+
+__all__ = ["ElasticsearchOptions", "Operation"]
+
+Operation = Literal["index", "create", "update", "delete"]
+
+_CONTROL = re.compile(r"[\r\n\0]")
+_USERINFO = re.compile(r"^((?:[A-Za-z][A-Za-z0-9+.-]*:)?//)?[^/@?#]*@")
+_FIELD_OPTIONS = (("index_field", "indexField"), ("id_field", "idField"),
+                  ("routing_field", "routingField"))  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class ElasticsearchOptions(Options):
+    """Where the Elasticsearch sink writes, with which bulk operation, and how it connects.
+
+    Raises:
+        OptionError: a value is not allowed or two options contradict each other; the
+            message names the option and never shows a secret.
+    """
+
+    hosts: str | Sequence[str] = option(
+        doc="Comma-separated base URLs of the cluster's nodes (http:// or https://, with a "
+        "path prefix if a proxy needs one). Required. Requests go round-robin; a node that "
+        "cannot be connected to is skipped for a while (1 s, doubling up to 60 s) and the "
+        "request goes to the next one.",
+        kind="str",
+    )
+    index: str | None = option(
+        None,
+        doc="Index (or alias, or data stream) every document goes to. Set this or "
+        "indexField; with both, rows whose indexField is null go here.",
+    )
+    index_field: str | None = option(
+        None,
+        doc="Field of each row naming the document's index. A row without one (and no "
+        "index option to fall back on) is a bad record.",
+    )
+    operation: Operation = option(
+        "index",
+        doc="Bulk operation: 'index' (create or replace), 'create' (only if absent; a "
+        "document already there counts as delivered), 'update' (partial update with "
+        "doc_as_upsert: merged into the document, created if absent) or 'delete' (the "
+        "row only gives the id; a missing document counts as deleted).",
+    )
+    id_field: str | None = option(
+        None,
+        doc="Field holding each document's _id (a string or an integer). Without it, _id "
+        "is derived from the task's durable scope and the row's position in it, so that a "
+        "re-sent or replayed row overwrites its document instead of adding a second one "
+        "(across task attempts this needs sinkId; see the README).",
+    )
+    routing_field: str | None = option(
+        None, doc="Field holding each document's custom routing value (a string or an integer)."
+    )
+    pipeline: str | None = option(
+        None, doc="Ingest pipeline every indexed or created document goes through."
+    )
+    refresh: bool = option(
+        False,
+        doc="Refresh the written indices once the writer has delivered everything (before "
+        "the task reports success), so the documents are searchable at once. Off by "
+        "default: refreshing is costly for the cluster.",
+    )
+    api_key: str | None = option(
+        None,
+        secret=True,
+        doc="API key, sent as 'Authorization: ApiKey ...': the encoded form Elasticsearch "
+        "returns, or 'id:api_key' (encoded here). Never shown.",
+    )
+    basic_username: str | None = option(
+        None, doc="User name for basic authentication (with basicPassword)."
+    )
+    basic_password: str | None = option(
+        None, secret=True, doc="Password for basic authentication. Never shown."
+    )
+    bearer_token: str | None = option(
+        None,
+        secret=True,
+        doc="Token sent as 'Authorization: Bearer ...' (service account or OAuth2 token). "
+        "Never shown.",
+    )
+    tls_verify: bool = option(
+        True, doc="Verify the nodes' TLS certificates. Turn off only for tests."
+    )
+    ca_bundle: str | None = option(
+        None,
+        doc="Path to a PEM file of CA certificates to verify the nodes with (a self-managed "
+        "cluster's http_ca.crt), instead of the system's. Read where the writer runs.",
+    )
+    gzip: bool = option(
+        False,
+        doc="Compress bulk bodies with gzip (Content-Encoding: gzip). Batch size limits "
+        "apply to the uncompressed bodies.",
+    )
+    compatibility_version: int | None = option(
+        None,
+        kind="object",
+        doc="Send the REST compatibility headers of this major version (8 or 9): "
+        "'application/vnd.elasticsearch+json; compatible-with=N', for a cluster one major "
+        "version ahead of what the requests were written for.",
+    )
+    decimal_as: Literal["number", "string"] = option(
+        "number",
+        doc="How decimals are encoded in documents: 'number' (exact digits; Elasticsearch "
+        "maps them as numbers) or 'string'.",
+    )
+    connect_timeout_ms: int = option(
+        10_000,
+        kind="duration",
+        minimum=1,
+        doc="Longest wait to connect to a node before failing over to the next one.",
+    )
+
+    def __post_init__(self) -> None:
+        self._normalise()
+        Options.__post_init__(self)
+        self._check_hosts()
+        self._check_targets()
+        self._check_auth()
+        if self.compatibility_version not in (None, 8, 9):
+            raise OptionError("compatibilityVersion", self.compatibility_version, "8 or 9")
+        if self.ca_bundle is not None and not self.tls_verify:
+            raise OptionError(
+                "caBundle",
+                self.ca_bundle,
+                "no caBundle when tlsVerify is false",
+                message="options 'caBundle' and 'tlsVerify=false' contradict each other: "
+                "certificates are either verified against the bundle or not at all",
+            )
+
+    def _set(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+
+    def _normalise(self) -> None:
+        hosts = self.hosts
+        if isinstance(hosts, str):
+            hosts = hosts.split(",")
+        if isinstance(hosts, Sequence):
+            self._set("hosts", tuple(str(h).strip().rstrip("/") for h in hosts if str(h).strip()))
+        if isinstance(self.operation, str):
+            self._set("operation", self.operation.strip().lower())
+        version = self.compatibility_version
+        if isinstance(version, str):
+            text = version.strip()
+            self._set("compatibility_version", int(text) if text.isdigit() else text)
+        for name in ("index", "pipeline", *(name for name, _ in _FIELD_OPTIONS)):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                self._set(name, value.strip() or None)
+
+    @property
+    def host_urls(self) -> tuple[str, ...]:
+        """The nodes' base URLs, without a trailing slash."""
+        hosts = self.hosts
+        assert isinstance(hosts, tuple)  # normalised in __post_init__
+        return hosts
+
+    def _check_hosts(self) -> None:
+        hosts = self.hosts
+        if not isinstance(hosts, tuple) or not hosts:
+            raise OptionError("hosts", "<empty>", "one or more comma-separated http(s):// URLs")
+        for host in hosts:
+            try:
+                url = httpx.URL(host)
+            except (httpx.InvalidURL, TypeError):
+                url = None
+            if url is not None and (url.username or url.password):
+                raise OptionError(
+                    "hosts",
+                    "<not shown>",
+                    "URLs without credentials",
+                    message="option 'hosts' holds credentials in a URL: give them in "
+                    "basicUsername and basicPassword (or apiKey) instead",
+                )
+            shown = _USERINFO.sub(r"\1***@", host.split("?", 1)[0])
+            if url is None or url.scheme not in ("http", "https") or not url.host:
+                raise OptionError("hosts", shown, "http:// or https:// URLs")
+            if url.query or url.fragment:
+                raise OptionError("hosts", shown, "URLs without query")
+
+    def _check_targets(self) -> None:
+        if self.index is None and self.index_field is None:
+            raise OptionError(
+                "index",
+                None,
+                "an index name",
+                message="set option 'index' (every document goes there) or 'indexField' "
+                "(each row names its index)",
+            )
+        if self.index is not None and (
+            self.index != self.index.lower() or _CONTROL.search(self.index)
+        ):
+            raise OptionError("index", self.index, "a lower-case index, alias or data stream")
+        for name, spark in _FIELD_OPTIONS:
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise OptionError(spark, value, "a field name")
+        if self.operation == "delete" and self.id_field is None:
+            raise OptionError(
+                "idField",
+                None,
+                "a field name",
+                message="operation 'delete' needs option 'idField': the documents to delete "
+                "are named by id",
+            )
+
+    def _check_auth(self) -> None:
+        given = [
+            spark
+            for spark, value in (
+                ("apiKey", self.api_key),
+                ("basicUsername", self.basic_username),
+                ("bearerToken", self.bearer_token),
+            )
+            if value is not None
+        ]
+        if len(given) > 1:
+            raise OptionError(
+                given[1],
+                None,
+                "one kind of authentication",
+                message=f"options {given[0]!r} and {given[1]!r} contradict each other: "
+                "set one kind of authentication (API key, basic, or bearer token)",
+            )
+        if self.basic_password is not None and self.basic_username is None:
+            raise OptionError(
+                "basicUsername",
+                None,
+                "a user name",
+                message="option 'basicPassword' needs 'basicUsername' as well",
+            )
+        if self.basic_username is not None and (
+            ":" in self.basic_username or _CONTROL.search(self.basic_username)
+        ):
+            raise OptionError("basicUsername", self.basic_username, "a user name without ':'")
+        for name, spark in (("api_key", "apiKey"), ("basic_password", "basicPassword"),
+                            ("bearer_token", "bearerToken")):  # fmt: skip
+            value = getattr(self, name)
+            if value is not None and (not value or _CONTROL.search(value)):
+                raise OptionError(spark, "<hidden>", "a non-empty value without line breaks")
+
+    def auth_headers(self) -> dict[str, str]:
+        """The ``Authorization`` header these options call for (empty without credentials)."""
+        if self.api_key is not None:
+            key = self.api_key
+            if ":" in key:
+                key = base64.b64encode(key.encode()).decode("ascii")
+            return {"authorization": f"ApiKey {key}"}
+        if self.basic_username is not None:
+            pair = f"{self.basic_username}:{self.basic_password or ''}".encode()
+            return {"authorization": "Basic " + base64.b64encode(pair).decode("ascii")}
+        if self.bearer_token is not None:
+            return {"authorization": f"Bearer {self.bearer_token}"}
+        return {}
+
+    def secrets(self) -> list[str]:
+        """Every value to keep out of logs and errors: the credentials and the header value
+        built from them."""
+        values = [self.api_key, self.basic_password, self.bearer_token]
+        for header in self.auth_headers().values():
+            values += [header, header.partition(" ")[2]]
+        return [value for value in values if value]

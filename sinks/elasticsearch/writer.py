@@ -1,0 +1,360 @@
+"""``ElasticsearchWriter``: rows indexed in bulk, safe to re-send, and ``create_writer``."""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import logging
+import ssl
+from collections.abc import Collection, Mapping
+from types import TracebackType
+from typing import Any, Self
+from urllib.parse import quote
+
+import anyio.to_thread
+import httpx
+import orjson
+
+from asyncsink.errors import FatalError, OptionError, RetryableError, WriterStateError
+from asyncsink.options import SinkOptions, parse_options, raise_unknown
+from asyncsink.request import CallInfo, SubmitResult, current_call
+from asyncsink.writer import AsyncSinkWriter
+from sinks.http.classify import error_for_transport, parse_retry_after
+from sinks.http.encoding import JsonEntryEncoder
+from sinks.http.redact import Redactor, mask_in_logs, unmask_in_logs
+
+from .actions import BulkEntry, EntryBuilder, bulk_body, document_id
+from .hosts import HostPool
+from .options import ElasticsearchOptions
+from .results import error_for_response, held_by_mget, read_bulk_items
+
+__all__ = ["ElasticsearchWriter", "create_writer"]
+
+log = logging.getLogger("asyncsink.elasticsearch")
+
+_THREAD_GZIP_BYTES = 256 * 1024
+_REFRESH_URL_NAMES = 3000  # characters of index names per _refresh request
+
+
+class ElasticsearchWriter(AsyncSinkWriter[Any, BulkEntry]):
+    """Indexes rows (Spark ``Row`` objects, mappings, dataclasses) with ``_bulk`` requests.
+
+    Each row becomes one bulk operation (``index``, ``create``, ``update`` as an upsert,
+    or ``delete``; see ``ElasticsearchOptions``). Requests are cut by ``maxBatchSize``
+    documents and ``maxBatchSizeInBytes`` bytes of NDJSON, each document counted with
+    its action line.
+
+    Re-sending is safe: every document has an ``_id``, mapped from the row (``idField``)
+    or derived from the task's scope and the row's position in it (``document_id``), so a
+    re-sent document overwrites itself instead of becoming a second one, whether the
+    re-send comes from a lost answer, a timeout or a replayed Spark task (with durable
+    call records). With derived ids, a call an earlier attempt left unfinished is settled
+    by asking the index which of its documents it holds (``_mget``) instead of re-sending.
+
+    Only the documents that failed are retried (429 items throttle the writer); documents
+    Elasticsearch refuses (mapping errors) are bad records: the task fails naming their
+    position, or they go to the ``deadLetter`` target. Authentication, authorization and
+    missing-index errors fail the task at once, with a message that shows no credential.
+
+    The writer opens one ``httpx.AsyncClient`` for all nodes when entered and closes it
+    when it leaves, unless a ``client`` is given (then it is used and left open). With
+    ``refresh``, the written indices are refreshed once everything was delivered, before
+    the scope is recorded as complete.
+
+    Args:
+        es: the cluster, index, operation and connection options.
+        client: an ``httpx.AsyncClient`` to use instead of opening one; not closed here.
+        transport: the transport of the client the writer opens (tests, proxies).
+        **kwargs: ``options``, ``call_log`` and the rest of ``AsyncSinkWriter``'s arguments.
+    """
+
+    def __init__(
+        self,
+        es: ElasticsearchOptions,
+        *,
+        client: httpx.AsyncClient | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.es = es
+        self._client = client
+        self._owns_client = client is None
+        self._transport = transport
+        self._secrets = es.secrets()
+        self._redact = Redactor(self._secrets)
+        self._masking = False
+        self._build = EntryBuilder(es)
+        self._encode_row = JsonEntryEncoder(decimal_as=es.decimal_as)
+        self._hosts = HostPool(es.host_urls)
+        self._operation = es.operation
+        path = "/_bulk" if es.index_field else f"/{quote(es.index or '', safe='')}/_bulk"
+        if es.pipeline:
+            path += "?pipeline=" + quote(es.pipeline, safe="")
+        self._bulk_path = path
+        version = es.compatibility_version
+        json_type = "application/json"
+        ndjson_type = "application/x-ndjson"
+        if version is not None:
+            json_type = f"application/vnd.elasticsearch+json; compatible-with={version}"
+            ndjson_type = f"application/vnd.elasticsearch+x-ndjson; compatible-with={version}"
+        auth = es.auth_headers()
+        self._json_headers = {"content-type": json_type, "accept": json_type, **auth}
+        self._bulk_headers = {"content-type": ndjson_type, "accept": json_type, **auth}
+        if es.gzip:
+            self._bulk_headers["content-encoding"] = "gzip"
+        read = self.options.request_timeout_ms / 1000
+        self._timeouts = httpx.Timeout(
+            connect=es.connect_timeout_ms / 1000, read=read, write=read, pool=None
+        )
+        # An unfinished call can be looked up only by ids derived from its sequence
+        # numbers, in one known index, on the default routing.
+        self._can_reconcile = (
+            es.id_field is None
+            and es.index_field is None
+            and es.routing_field is None
+            and es.operation in ("index", "create")
+        )
+
+    # ------------------------------------------------------------------ the contract
+
+    def convert(self, element: Any) -> BulkEntry:
+        """The bulk entry of a row.
+
+        Raises:
+            EntryEncodingError: a value cannot be encoded as JSON (the field is named).
+            ValueError, TypeError: the id, index or routing field is missing or unusable.
+        """
+        return self._build(element)
+
+    def entry_size(self, entry: BulkEntry) -> int:
+        """Bytes the entry adds to a bulk body: action line, source line and newlines (for
+        a derived id, the longest it can be)."""
+        return entry.size
+
+    def serialize_entry(self, entry: Any) -> bytes:
+        """The document's JSON source, for content digests and dead letters (a row that
+        could not be converted gives its JSON form when it has one)."""
+        if isinstance(entry, BulkEntry):
+            return entry.source
+        try:
+            return self._encode_row(entry)
+        except (TypeError, ValueError):
+            return super().serialize_entry(entry)
+
+    async def submit_request_entries(self, entries: list[BulkEntry]) -> SubmitResult | None:
+        """One ``_bulk`` request; the documents to retry or reject come from its items.
+
+        Raises:
+            ThrottledError: 429 or 503 for the whole request.
+            RetryableError: 408 or 5xx, a timeout, or no node could be connected to.
+            FatalError: 401, 403, 404, 413 or another refusal; see ``sinks.elasticsearch.
+                results``.
+        """
+        call = current_call()
+        body = bulk_body(entries, call.scope, call.seqs)
+        size = len(body)
+        if self.es.gzip:
+            body = await _compress(body)
+        response = await self._request("POST", self._bulk_path, body, self._bulk_headers)
+        if not 200 <= response.status_code <= 299:
+            raise error_for_response(response, self._redact, body_size=size)
+        return read_bulk_items(
+            response.content,
+            self._operation,
+            len(entries),
+            self._redact,
+            retry_after=parse_retry_after(response.headers.get("retry-after")),
+        )
+
+    async def reconcile(self, call: CallInfo) -> Collection[int] | None:
+        """The documents of an unfinished call the index holds, by ``_mget`` of their
+        derived ids; ``None`` (re-send the call as it was, with the same ids) when ids
+        are mapped from rows, indices or routing come from rows, or the operation is an
+        update or delete, and when the lookup fails."""
+        if not self._can_reconcile or not call.seqs:
+            return None
+        ids = [document_id(call.scope, seq) for seq in call.seqs]
+        path = f"/{quote(self.es.index or '', safe='')}/_mget?_source=false"
+        try:
+            response = await self._request(
+                "POST", path, orjson.dumps({"ids": ids}), self._json_headers
+            )
+        except (RetryableError, FatalError) as exc:
+            log.warning("%s: cannot look up call %d: %s", call.scope, call.call_id, exc)
+            return None
+        if response.status_code != 200:
+            problem = error_for_response(response, self._redact)
+            log.warning("%s: cannot look up call %d: %s", call.scope, call.call_id, problem)
+            return None
+        return held_by_mget(response.content, call.seqs)
+
+    # ------------------------------------------------------------------ requests
+
+    async def _request(
+        self, method: str, path: str, content: bytes, headers: Mapping[str, str]
+    ) -> httpx.Response:
+        """Send to the next node in turn; on a failed connection, to the next one.
+
+        Raises:
+            RetryableError: no node could be connected to, or the request got no answer.
+            FatalError: the request cannot be sent (a TLS certificate was refused...).
+        """
+        client = self._require_client()
+        pool = self._hosts
+        failures: list[str] = []
+        last: httpx.HTTPError | None = None
+        for host in pool.order():
+            request = client.build_request(
+                method, host + path, content=content, headers=headers, timeout=self._timeouts
+            )
+            try:
+                response = await client.send(request)
+            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+                problem = error_for_transport(exc, request, self._redact)
+                if isinstance(problem, FatalError):
+                    raise problem from exc
+                pause = pool.failed(host)
+                failures.append(f"{host}: {problem}")
+                log.warning("cannot connect to %s; skipping it for %g s: %s", host, pause, problem)
+                last = exc
+                continue
+            except httpx.HTTPError as exc:
+                raise error_for_transport(exc, request, self._redact) from exc
+            pool.succeeded(host)
+            return response
+        raise RetryableError(
+            f"no Elasticsearch node could be connected to ({'; '.join(failures)})"
+        ) from last
+
+    async def _refresh(self) -> None:
+        """Refresh the indices written to (``refresh`` option).
+
+        Raises:
+            RetryableError, ThrottledError, FatalError: the refresh failed.
+        """
+        if self.es.index_field is None:
+            names = [self.es.index or ""]
+        else:
+            names = sorted(self._build.indices | ({self.es.index} if self.es.index else set()))
+        groups: list[list[str]] = []
+        length = 0
+        for name in names:
+            if not groups or length > _REFRESH_URL_NAMES:
+                groups.append([])
+                length = 0
+            groups[-1].append(quote(name, safe=""))
+            length += len(groups[-1][-1]) + 1
+        for group in groups:
+            path = f"/{','.join(group)}/_refresh"
+            response = await self._request("POST", path, b"", self._json_headers)
+            if not 200 <= response.status_code <= 299:
+                raise error_for_response(response, self._redact)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def __aenter__(self) -> Self:
+        if self._masking:  # already open: let the core say so
+            return await super().__aenter__()
+        if self._client is None:
+            self._client = self._open_client()
+        mask_in_logs(self._secrets)
+        self._masking = True
+        try:
+            return await super().__aenter__()
+        except BaseException:
+            await self._release()
+            raise
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Flush (the barrier), refresh if asked, then close; on an exception, cancel what
+        is in flight instead. A failed refresh fails the exit, before the scope is marked
+        complete, so that a retried task refreshes again."""
+        try:
+            if exc is None and self.es.refresh:
+                try:
+                    await self.flush()
+                    if self._build.indices or self.es.index:
+                        await self._refresh()
+                except BaseException as error:
+                    await super().__aexit__(type(error), error, error.__traceback__)
+                    raise
+            await super().__aexit__(exc_type, exc, tb)
+        finally:
+            await self._release()
+
+    async def _release(self) -> None:
+        client = self._client
+        try:
+            if self._owns_client and client is not None:
+                self._client = None
+                await client.aclose()
+        finally:
+            if self._masking:
+                self._masking = False
+                unmask_in_logs(self._secrets)
+
+    def _open_client(self) -> httpx.AsyncClient:
+        es = self.es
+        verify: ssl.SSLContext | bool = False
+        if es.tls_verify and any(host.lower().startswith("https:") for host in es.host_urls):
+            try:
+                verify = _tls_context(es.ca_bundle)
+            except (OSError, ssl.SSLError) as exc:
+                raise OptionError(
+                    "caBundle", es.ca_bundle, f"a readable PEM file of CA certificates ({exc})"
+                ) from exc
+        size = self.options.max_in_flight_requests + 1
+        return httpx.AsyncClient(
+            verify=verify,
+            timeout=self._timeouts,
+            limits=httpx.Limits(max_connections=size, max_keepalive_connections=size),
+            transport=self._transport,
+            follow_redirects=False,
+        )
+
+    def _require_client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            raise WriterStateError("the writer is not open: use it inside 'async with'")
+        return self._client
+
+
+async def _compress(body: bytes) -> bytes:
+    # mtime=0: a re-sent call carries the very same bytes as the first send.
+    compress = functools.partial(gzip.compress, body, compresslevel=6, mtime=0)
+    if len(body) >= _THREAD_GZIP_BYTES:
+        return await anyio.to_thread.run_sync(compress)
+    return compress()
+
+
+@functools.lru_cache(maxsize=16)
+def _tls_context(ca_bundle: str | None) -> ssl.SSLContext:
+    """A verifying TLS context, shared by the writers of a process (loading CA
+    certificates is too slow to repeat for every writer)."""
+    if ca_bundle is None:
+        return httpx.create_ssl_context()
+    return ssl.create_default_context(cafile=ca_bundle)
+
+
+def create_writer(options: Mapping[str, Any], **kwargs: Any) -> ElasticsearchWriter:
+    """An ``ElasticsearchWriter`` from one mapping of Spark options (string values, names
+    matched case-insensitively): the writer's ``SinkOptions`` and the
+    ``ElasticsearchOptions``. ``kwargs`` go to ``ElasticsearchWriter`` (``call_log``,
+    ``client``, ``transport``).
+
+    Raises:
+        OptionError: an unknown option (named, with the known ones), a missing ``hosts``,
+            no ``index`` nor ``indexField``, or an invalid value.
+    """
+    sink, rest = parse_options(SinkOptions, options)
+    if not any(key.lower() == "hosts" for key in rest):
+        raise OptionError("hosts", None, "the cluster's http(s):// URLs (required)")
+    es, rest = parse_options(ElasticsearchOptions, rest)
+    if rest:
+        raise_unknown(rest, [SinkOptions, ElasticsearchOptions])
+    return ElasticsearchWriter(es, options=sink, **kwargs)
