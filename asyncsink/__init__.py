@@ -6,7 +6,7 @@ Subclass ``AsyncSinkWriter`` for a destination, or use a shim from ``sinks``; ru
 """
 
 from .dead_letter import DeadLetter, JsonLinesDeadLetter
-from .durable import CallLog
+from .durable import CallLog, DurableContext, current_key
 from .errors import (
     AsyncSinkError,
     BadRecordError,
@@ -39,6 +39,7 @@ __all__ = [
     "CorruptRecordError",
     "DeadLetter",
     "DeliveryError",
+    "DurableContext",
     "DestinationError",
     "DurableError",
     "ErrorKind",
@@ -57,5 +58,6 @@ __all__ = [
     "WriterStatistics",
     "WriterStateError",
     "current_call",
+    "current_key",
     "idempotency_key",
 ]

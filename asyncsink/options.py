@@ -162,7 +162,7 @@ def parse_options(cls: type[OptionsT], raw: Mapping[str, Any]) -> tuple[OptionsT
 
 
 def raise_unknown(unknown: Mapping[str, Any], groups: Iterable[type]) -> typing.NoReturn:
-    known = sorted(spec.spark_name for group in groups for spec in option_specs(group))
+    known = sorted({spec.spark_name for group in groups for spec in option_specs(group)})
     raise OptionError.unknown(sorted(unknown)[0], known)
 
 

@@ -176,7 +176,10 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         return default_classification(exc)
 
     def serialize_entry(self, entry: EntryT) -> bytes:
-        """The entry's bytes, for content digests in the call log and dead letters."""
+        """The entry's bytes, for content digests in the call log and dead letters.
+
+        Entries that are already bytes-like are digested as they are.
+        """
         if isinstance(entry, bytes):
             return entry
         if isinstance(entry, str):
@@ -294,7 +297,8 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         try:
             entry = self.convert(element)
         except Exception as exc:
-            self._bad_record(seq, f"conversion failed: {type(exc).__name__}: {exc}", element)
+            reason = f"conversion failed: {type(exc).__name__}: {exc}"
+            self._bad_record(seq, reason, element=element)
             self._written += 1  # accepted into the dead-letter target
             return False
         size = self.entry_size(entry)
@@ -302,7 +306,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             self._bad_record(
                 seq,
                 f"entry of {size} bytes exceeds maxRecordSizeInBytes ({self._max_record})",
-                entry,
+                entry=entry,
             )
             self._written += 1  # accepted into the dead-letter target
             return False
@@ -371,17 +375,20 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
 
     # ------------------------------------------------------------------ bad records
 
-    def _bad_record(self, seq: int, reason: str, content: Any) -> None:
-        error = BadRecordError(seq, reason)
+    def _bad_record(self, seq: int, reason: str, *, entry: Any = None, element: Any = None) -> None:
+        """Fail with the record's position, or hand it to the dead-letter target.
+
+        ``entry`` is a converted entry; ``element`` an input the converter refused.
+        """
         if self._dead_letter is None:
-            raise error
-        if isinstance(content, bytes | str):
-            record = content if isinstance(content, bytes) else content.encode()
+            raise BadRecordError(seq, reason)
+        if element is not None:
+            record = element if isinstance(element, bytes) else repr(element).encode()
         else:
             try:
-                record = self.serialize_entry(content)
+                record = self.serialize_entry(entry)
             except Exception:
-                record = repr(content).encode()
+                record = repr(entry).encode()
         self._dead_letter(DeadLetter(seq, reason, record, self._scope))
         self._counts["dead_lettered"] += 1
 
@@ -473,7 +480,11 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             with anyio.move_on_after(self._timeout) as scope:
                 answer = await self.submit_request_entries(entries)
                 result = as_result(answer, entries)
-            timed_out = scope.cancelled_caught or time.monotonic() > deadline
+            timed_out = scope.cancelled_caught
+            if result is not None and time.monotonic() > deadline:
+                # The shim ignored the cancellation and answered late: the answer is
+                # still the truth about this call, which nothing else has settled yet.
+                self._counts["late_responses"] += 1
         except FencedError as exc:
             self._fail(exc)
             return
@@ -499,8 +510,6 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         now = time.monotonic()
         self._counts["requests"] += 1
         self._latency[LatencyHistogram.bucket((now - call.started) * 1000)] += 1
-        if timed_out and result is not None:
-            self._counts["late_responses"] += 1
         if timed_out or error is not None:
             self._on_request_failed(call, error, timed_out, now)
         else:
@@ -550,11 +559,16 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         self._counts["bytes_sent"] += sent_bytes
         rejected_seqs = {items[index].seq: reason for index, reason in rejected.items()}
         if self._log is not None:
-            self._log.record_result(call.info, acked, rejected_seqs, result.detail)
+            # Rejected entries count as settled only once they are dead-lettered; without a
+            # target they fail the task, and its retry must meet them again.
+            settled = rejected_seqs if self._dead_letter is not None else {}
+            self._log.record_result(call.info, acked, settled, result.detail)
         for index, reason in rejected.items():
             try:
                 self._bad_record(
-                    items[index].seq, f"rejected by the destination: {reason}", items[index].entry
+                    items[index].seq,
+                    f"rejected by the destination: {reason}",
+                    entry=items[index].entry,
                 )
             except BadRecordError as exc:
                 self._fail(exc, call)

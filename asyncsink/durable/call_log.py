@@ -24,6 +24,7 @@ matched what was delivered, so they stay delivered.
 from __future__ import annotations
 
 import logging
+import zlib
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any, Protocol
 
@@ -86,7 +87,7 @@ class CallLog:
         self.resent_calls = 0
         self._serialize: Serializer = bytes
         self._records: dict[int, CallRecord] = {}
-        self._crc: dict[int, int] = {}  # seq -> recorded CRC, for entries being replayed
+        self._crc_at: dict[int, int] = {}  # seq -> recorded CRC, for entries being replayed
         self._done: dict[int, int] = {}  # seq -> call id, for delivered entries
         self._resend: dict[int, int] = {}  # seq -> call id, for calls to re-send
         self._collected: dict[int, dict[int, Released]] = {}
@@ -127,6 +128,8 @@ class CallLog:
             if key == _META_KEY:
                 next_call = max(next_call, self._decode_meta(data))
                 continue
+            if not key.startswith(_CALL_PREFIX):
+                continue  # another user of the scope (durable calls) owns this record
             try:
                 record = decode_record(data)
             except ValueError as exc:
@@ -137,7 +140,7 @@ class CallLog:
             next_call = max(next_call, record.call_id + 1)
         self.next_call_id = next_call
         for record in sorted(self._records.values(), key=lambda r: r.call_id):
-            self._crc.update(zip(record.seqs, record.crcs, strict=True))
+            self._crc_at.update(zip(record.seqs, record.crcs, strict=True))
             if record.status == SUCCEEDED:
                 for seq in record.acked:
                     self._done[seq] = record.call_id
@@ -178,10 +181,18 @@ class CallLog:
             return
         self.reconciled += 1
         record.status = SUCCEEDED
-        record.acked = frozenset(seq for seq in held if seq in set(record.seqs))
+        record.acked = frozenset(held).intersection(record.seqs)
         for seq in record.acked:
             self._done[seq] = record.call_id
         self._put(record)
+
+    def _crc(self, entry: Any) -> int:
+        """CRC-32 of an entry: of the entry itself when it is bytes-like, else of
+        ``serialize_entry(entry)``."""
+        try:
+            return zlib.crc32(entry)
+        except TypeError:
+            return crc_of(self._serialize(entry))
 
     def _info(self, call_id: int, seqs: Sequence[int]) -> CallInfo:
         key = idempotency_key(self.scope_name, call_id)
@@ -200,7 +211,7 @@ class CallLog:
         if call_id is None:
             return False
         record = self._records[call_id]
-        if self._crc[seq] != crc_of(self._serialize(entry)):
+        if self._crc_at[seq] != self._crc(entry):
             self._diverged(record, seq)
             self._released.append((seq, entry, size))
         elif resend:
@@ -282,7 +293,11 @@ class CallLog:
         call_id = self.next_call_id
         self.next_call_id += 1
         seqs = tuple(item.seq for item in items)
-        crcs = tuple(crc_of(self._serialize(item.entry)) for item in items)
+        entries = [item.entry for item in items]
+        try:
+            crcs = tuple(map(zlib.crc32, entries))  # entries that are bytes already
+        except TypeError:
+            crcs = tuple(self._crc(entry) for entry in entries)
         record = CallRecord(call_id, PENDING, seqs, crcs)
         self._records[call_id] = record
         self._put(record)
@@ -349,7 +364,13 @@ class CallLog:
                 writing.set()
 
     async def complete(self) -> None:
-        """The barrier passed: persist what is queued and mark the scope COMPLETED."""
+        """The barrier passed: drop this log's records and mark the scope COMPLETED.
+
+        COMPLETED is durable before any record goes, so a crash in between leaves a scope
+        that sends nothing. Records of other users of the scope (durable calls) are kept.
+        """
         await self.sync()
-        await self.store.complete(self.scope, self.epoch)
+        await self.store.complete(self.scope, self.epoch, drop_records=False)
         self.completed = True
+        mine = [_key(call_id) for call_id in self._records] + [_META_KEY]
+        await self.store.put(self.scope, self.epoch, {}, mine)

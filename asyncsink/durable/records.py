@@ -5,7 +5,7 @@ A record is a JSON object (format version 2)::
     {"v": 2, "call": 17, "status": "SUCCEEDED",
      "seqs": [[0, 489], [977, 986]],        # entry sequence numbers, request order, ranges
      "crc": "<base64 of one CRC-32 per entry, big-endian>",   # the content digest
-     "acked": [[0, 480], [482, 489]],       # what the destination acknowledged
+     "acked": [[0, 480], [482, 489]],       # what the destination acknowledged (true: all)
      "rejected": {"481": "mapping error"},  # dead-lettered bad records
      "result": ..., "error": "..."}
 
@@ -80,18 +80,27 @@ class CallRecord:
     rejected: Mapping[int, str] = field(default_factory=dict)
     result: Any = None
     error: str | None = None
+    _fixed: tuple[list[list[int]], str] | None = None  # seqs and crc, encoded once
+
+    def fixed_fields(self) -> tuple[list[list[int]], str]:
+        if self._fixed is None:
+            crc = struct.pack(f">{len(self.crcs)}I", *self.crcs)
+            self._fixed = (to_ranges(self.seqs), base64.b64encode(crc).decode())
+        return self._fixed
 
 
 def encode_record(record: CallRecord) -> bytes:
+    seqs, crc = record.fixed_fields()
     body: dict[str, Any] = {
         "v": FORMAT_VERSION,
         "call": record.call_id,
         "status": record.status,
-        "seqs": to_ranges(record.seqs),
-        "crc": base64.b64encode(struct.pack(f">{len(record.crcs)}I", *record.crcs)).decode(),
+        "seqs": seqs,
+        "crc": crc,
     }
     if record.status != PENDING:
-        body["acked"] = to_ranges(sorted(record.acked))
+        everything = len(record.acked) == len(record.seqs)
+        body["acked"] = True if everything else to_ranges(sorted(record.acked))
     if record.rejected:
         body["rejected"] = {str(seq): reason for seq, reason in record.rejected.items()}
     if record.result is not None:
@@ -126,6 +135,8 @@ def decode_record(data: bytes) -> CallRecord:
         if status is None:  # format 1: the payload says how the call ended
             status = FAILED if "error" in body else SUCCEEDED
             acked = frozenset(seqs) if status == SUCCEEDED else frozenset()
+        elif body.get("acked") is True:
+            acked = frozenset(seqs)
         else:
             acked = frozenset(from_ranges(body.get("acked", ())))
         if status not in _STATUSES:

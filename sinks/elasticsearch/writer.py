@@ -20,7 +20,6 @@ from asyncsink.options import SinkOptions, parse_options, raise_unknown
 from asyncsink.request import CallInfo, SubmitResult, current_call
 from asyncsink.writer import AsyncSinkWriter
 from sinks.http.classify import error_for_transport, parse_retry_after
-from sinks.http.encoding import JsonEntryEncoder
 from sinks.http.redact import Redactor, mask_in_logs, unmask_in_logs
 
 from .actions import BulkEntry, EntryBuilder, bulk_body, document_id
@@ -85,7 +84,6 @@ class ElasticsearchWriter(AsyncSinkWriter[Any, BulkEntry]):
         self._redact = Redactor(self._secrets)
         self._masking = False
         self._build = EntryBuilder(es)
-        self._encode_row = JsonEntryEncoder(decimal_as=es.decimal_as)
         self._hosts = HostPool(es.host_urls)
         self._operation = es.operation
         path = "/_bulk" if es.index_field else f"/{quote(es.index or '', safe='')}/_bulk"
@@ -133,14 +131,10 @@ class ElasticsearchWriter(AsyncSinkWriter[Any, BulkEntry]):
         return entry.size
 
     def serialize_entry(self, entry: Any) -> bytes:
-        """The document's JSON source, for content digests and dead letters (a row that
-        could not be converted gives its JSON form when it has one)."""
+        """The document's JSON source, for content digests and dead letters."""
         if isinstance(entry, BulkEntry):
             return entry.source
-        try:
-            return self._encode_row(entry)
-        except (TypeError, ValueError):
-            return super().serialize_entry(entry)
+        return super().serialize_entry(entry)
 
     async def submit_request_entries(self, entries: list[BulkEntry]) -> SubmitResult | None:
         """One ``_bulk`` request; the documents to retry or reject come from its items.

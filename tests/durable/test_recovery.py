@@ -213,3 +213,15 @@ async def _slowly(entries: list[str], gate: anyio.Event | None) -> Any:
         if gate is not None and i == 30:
             await gate.wait()
         yield entry
+
+
+async def test_records_of_other_scope_users_are_left_alone() -> None:
+    store = MemoryStore()
+    state = await store.take(SCOPE)
+    await store.put(SCOPE, state.epoch, {"fn:0000000000": b"owned by durable calls"})
+    destination = Destination()
+    await run_attempt(store, destination, ENTRIES)
+    after = await store.load(SCOPE)
+    assert after is not None and after.completed
+    assert dict(after.records) == {"fn:0000000000": b"owned by durable calls"}
+    assert sorted(destination.applied) == sorted(ENTRIES)
