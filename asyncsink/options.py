@@ -288,7 +288,7 @@ class SinkOptions(Options):
     )
     rate_limiting: bool = option(
         True,
-        doc="Adapt in-flight entries (AIMD): grow on success, halve on throttling or failures.",
+        doc="Adapt in-flight entries (AIMD): grow on success, halve when the destination throttles.",
     )
     dead_letter: str | Callable[..., Any] | None = option(
         None,

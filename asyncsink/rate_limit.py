@@ -2,8 +2,10 @@
 
 The window is how many entries may be in flight at once. It starts at its ceiling
 (``max_batch_size * max_in_flight_requests``), grows by a tenth of a batch for each request
-that succeeds in full (additive increase) and halves when a request is throttled or has
-entries fail (multiplicative decrease). Failures of requests that were already in flight
+that succeeds in full (additive increase) and halves when the destination throttles: a
+whole request refused with a throttling error, or entries refused as throttled
+(multiplicative decrease). Entries that failed for other reasons are retried without
+shrinking the window: a scattered bad item is no sign of congestion. Failures of requests that were already in flight
 when the window last shrank do not shrink it again: one congestion event, one halving,
 as TCP does per round trip.
 """

@@ -576,8 +576,8 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         if retry:
             if result.throttled:
                 self._counts["throttled"] += 1
-            self._window.on_congestion(call.started, now)
-            self._max_batch = min(self.options.max_batch_size, self._window.size)
+                self._window.on_congestion(call.started, now)
+                self._max_batch = min(self.options.max_batch_size, self._window.size)
             failed = [items[index] for index in sorted(retry)]
             cause = AsyncSinkError(
                 f"request {call.info.call_id}: {len(failed)} of {len(items)} entries failed"

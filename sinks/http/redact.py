@@ -28,6 +28,7 @@ _CLIENT_LOGGERS = (
     "httpcore.http2",
     "httpcore.proxy",
     "hpack.hpack",
+    "asyncsink.elasticsearch",
     "hpack.table",
     "asyncsink",
     "asyncsink.durable",

@@ -424,3 +424,20 @@ async def test_a_returned_entry_that_was_not_sent_is_a_clear_error() -> None:
     with pytest.raises(FatalError) as caught:
         await deliver(FakeWriter(Destination(handler)), [b"a"])
     assert "not in the request" in str(caught.value.__cause__)
+
+
+@pytest.mark.parametrize("throttled", [True, False])
+async def test_only_throttled_entries_shrink_the_window(throttled: bool) -> None:
+    failed_once: set[int] = set()
+
+    def handler(entries: list[int], call: CallInfo) -> SubmitResult:
+        retry = [i for i, e in enumerate(entries) if e % 5 == 0 and e not in failed_once]
+        failed_once.update(entries[i] for i in retry)
+        return SubmitResult(retry=retry, throttled=throttled and bool(retry))
+
+    options = SinkOptions(max_batch_size=10, initial_backoff_ms=1, max_backoff_ms=2)
+    writer = FakeWriter(Destination(handler), options=options)
+    await deliver(writer, range(100))
+    stats = writer.statistics()
+    assert stats.delivered == 100
+    assert (stats.window < 160) is throttled
