@@ -19,7 +19,13 @@ from typing import Any
 
 import orjson
 
-__all__ = ["DeadLetter", "DeadLetterTarget", "JsonLinesDeadLetter", "dead_letter_target"]
+__all__ = [
+    "DeadLetter",
+    "DeadLetterTarget",
+    "JsonLinesDeadLetter",
+    "dead_letter_target",
+    "element_bytes",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +74,21 @@ class JsonLinesDeadLetter:
 
     def __repr__(self) -> str:
         return f"JsonLinesDeadLetter({self.path!r})"
+
+
+def element_bytes(element: Any) -> bytes:
+    """An input element as dead-letter content: JSON when it is a mapping (or a Spark
+    ``Row``, by its ``asDict``), else its ``repr``."""
+    if isinstance(element, bytes):
+        return element
+    as_dict = getattr(element, "asDict", None)
+    value = as_dict(recursive=True) if callable(as_dict) else element
+    if isinstance(value, dict):
+        try:
+            return orjson.dumps(value, default=repr, option=orjson.OPT_NON_STR_KEYS)
+        except TypeError:
+            pass
+    return repr(element).encode()
 
 
 def dead_letter_target(option: str | DeadLetterTarget | None) -> DeadLetterTarget | None:

@@ -30,7 +30,7 @@ import anyio.lowlevel
 import orjson
 
 from .buffer import Item, RequestBuffer
-from .dead_letter import DeadLetter, dead_letter_target
+from .dead_letter import DeadLetter, dead_letter_target, element_bytes
 from .errors import (
     AsyncSinkError,
     BadRecordError,
@@ -230,9 +230,23 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
                 if self._log is not None:
                     await self._log.complete()
             except BaseException as error:
+                await self._save_what_is_known()
                 await self._shutdown(error)
                 raise
+        else:
+            await self._save_what_is_known()
         await self._shutdown(exc)
+
+    async def _save_what_is_known(self) -> None:
+        """On the way out after an error, persist the terminal records already known, so
+        the retry skips those entries (best effort, bounded in time)."""
+        if self._log is None:
+            return
+        with anyio.move_on_after(5, shield=True):
+            try:
+                await self._log.sync()
+            except Exception as error:
+                log.warning("%s: could not save call records on abort: %s", self._scope, error)
 
     async def _shutdown(self, exc: BaseException | None) -> None:
         self._state = _State.CLOSED
@@ -383,7 +397,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         if self._dead_letter is None:
             raise BadRecordError(seq, reason)
         if element is not None:
-            record = element if isinstance(element, bytes) else repr(element).encode()
+            record = element_bytes(element)
         else:
             try:
                 record = self.serialize_entry(entry)

@@ -1,18 +1,25 @@
-"""``python -m asyncsink``: the option reference, help, usage errors and delegation."""
+"""``python -m asyncsink``: the option reference, help, usage errors, delegation, and the
+demo's parts that need no Spark (its writer, its report, its settings)."""
 
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import anyio
+import orjson
 import pytest
 
+from asyncsink import AsyncSinkError, OptionError, SinkOptions, WriterStatistics
 from asyncsink.__main__ import main
+from asyncsink.demo import DemoReport, DemoSettings, KillInfo
 from asyncsink.docs import options_table
-from asyncsink.options import SinkOptions, option_specs
+from asyncsink.options import option_specs
 from asyncsink.spark import DurableOptions
 from sinks import SHIMS, shim_options
 
@@ -127,3 +134,103 @@ def test_python_dash_m_runs_the_command_line() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout == options_table(None)
+
+
+# ---------------------------------------------------------------------------- the demo's parts
+
+
+def test_demo_writer_outside_a_spark_task_is_the_plain_shim_writer(tmp_path: Path) -> None:
+    from asyncsink.demo import create_demo_writer
+    from sinks.http import HttpWriter
+
+    options = {"DEMOSINK": "http", "url": "http://127.0.0.1:9/ingest", "maxBatchSize": "7",
+               "demoKillAtRequest": "2", "demoKillMarker": str(tmp_path / "m")}  # fmt: skip
+    writer = create_demo_writer(options)
+    assert type(writer) is HttpWriter and writer.options.max_batch_size == 7
+    assert "submit_request_entries" not in vars(writer)  # not armed: no task to kill
+    with pytest.raises(OptionError, match="maxBatchSise"):
+        create_demo_writer({"url": "http://127.0.0.1:9/ingest", "maxBatchSise": "7"})
+
+
+class Killed(Exception):
+    """Stands in for the end of the process in ``os._exit``."""
+
+
+def test_armed_writer_dies_once_as_its_nth_request_leaves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from asyncsink.demo import writer as demo_writer
+    from tests.core.fakes import Destination, FakeWriter
+
+    codes: list[int] = []
+
+    def exit_now(code: int) -> None:
+        codes.append(code)
+        raise Killed
+
+    monkeypatch.setattr(os, "_exit", exit_now)
+    marker = tmp_path / "killed.json"
+
+    async def run(writer: FakeWriter) -> None:
+        async with writer:
+            for i in range(100):
+                await writer.write(i)
+
+    options = SinkOptions(max_batch_size=10, max_in_flight_requests=2)
+    first = FakeWriter(Destination(latency=0.01), size=1, options=options)
+    demo_writer._arm(first, 5, marker, 0)
+    with pytest.raises(AsyncSinkError):
+        anyio.run(run, first)
+    assert codes == [1]
+    detail = orjson.loads(marker.read_bytes())
+    assert detail["partition"] == 0 and detail["attempt"] == 0
+    assert detail["acked"] >= 1 and detail["acked"] + detail["in_flight"] == 4
+
+    again = FakeWriter(Destination(), size=1, options=SinkOptions(max_batch_size=10))
+    demo_writer._arm(again, 1, marker, 0)  # the marker exists: no second kill
+    anyio.run(run, again)
+    assert codes == [1] and again.statistics().delivered == 100
+
+
+def report(**changes: Any) -> DemoReport:
+    values: dict[str, Any] = {
+        "sink": "http", "rows": 10, "batches": 2, "writers": WriterStatistics(delivered=10),
+        "stored": 10, "duplicates": 0, "lost": 0, "unexpected": 0, "idempotent": True,
+        "kill": KillInfo(1, 0, 0, 3, 1), "kill_requested": True, "streaming_s": 2.0,
+    }  # fmt: skip
+    values.update(changes)
+    return DemoReport(**values)
+
+
+def test_demo_report_fails_on_loss_and_on_duplicates_where_the_sink_promises_none() -> None:
+    assert report().exit_code == 0
+    assert "OK: every row was delivered, and none was stored twice." in report().render()
+    assert report(lost=1).exit_code == 1
+    assert report(unexpected=1).exit_code == 1
+    assert report(duplicates=2, stored=12).exit_code == 1
+    at_least_once = report(duplicates=2, stored=12, idempotent=False)
+    assert at_least_once.exit_code == 0
+    assert "2 rows stored twice, as at-least-once" in at_least_once.render()
+    failed = report(error="the streaming query stopped: boom")
+    assert failed.exit_code == 1 and "FAILED: the streaming query stopped" in failed.render()
+
+
+def test_demo_report_names_the_kill_and_the_figures() -> None:
+    text = report().render()
+    assert re.search(r"^  lost rows +0$", text, re.M)
+    words = " ".join(text.split())
+    assert "batch 1, partition 0, attempt 0, with 3 requests acknowledged and 1 in flight" in words
+    assert "5 rows/s" in words  # 10 rows in 2 s
+    assert max(len(line) for line in text.splitlines()) <= 96
+    assert "none: no partition sent enough requests" in report(kill=None).render()
+
+
+def test_demo_settings_are_checked_and_pick_the_kill_point() -> None:
+    with pytest.raises(ValueError, match="rows"):
+        DemoSettings(rows=0)
+    with pytest.raises(ValueError, match="throttle_rate"):
+        DemoSettings(throttle_rate=1.5)
+    settings = DemoSettings()
+    assert settings.rows_per_batch == 5000 and settings.kill_at_request == 10
+    small = DemoSettings(rows=3000)
+    assert small.rows_per_batch == 1000 and small.kill_at_request == 5  # after a full window

@@ -6,16 +6,18 @@ local destination that injects faults (the fault server for ``http``: latency, t
 5xx answers and per-entry failures), and a streaming query: a ``rate-micro-batch`` source,
 a deterministic projection (``concat('r', value) AS id, value``) and ``foreach_batch`` with
 durable call records in a temporary SQLite file. In one early micro-batch the first
-attempt of partition 0 kills its own Python worker (``os._exit``) right after a few
-requests were acknowledged, before it could record the last acknowledgement. Spark runs
-the task again; the retry skips what the call records say was delivered and re-sends the
-unrecorded request with its idempotency key, which the endpoint recognises.
+attempt of partition 0 kills its own Python worker (``os._exit``) as one of its requests
+is about to leave: some earlier requests were acknowledged and recorded, others were
+still in flight. Spark runs the task again; the retry skips what the call records say was
+delivered and re-sends the calls left pending, unchanged and with their idempotency keys,
+so an endpoint that already applied one answers from its idempotency store.
 
 When the query has delivered ``--rows`` rows it is stopped, and the demo reads back what
 the destination holds and prints a report: rows, requests, retries, entries skipped,
 duplicates and lost rows (both must be 0), throughput. The exit code is 0 when nothing was
-lost and nothing was stored twice, 1 otherwise, 2 for bad usage or a destination that
-cannot run here. Everything started (query, Spark, destination) is stopped on the way out.
+lost and nothing was stored twice (Kinesis, at least once, may store rows twice), 1
+otherwise, 2 for bad usage or a destination that cannot run here, 130 when interrupted.
+Everything started (query, Spark, destination) is stopped on the way out.
 
 ``create_demo_writer`` is the writer factory the query runs (``asyncsink.demo:
 create_demo_writer``); ``run_demo`` runs the demo from Python, optionally on an existing

@@ -112,6 +112,9 @@ def run_from_args(args: argparse.Namespace, *, out: TextIO | None = None) -> int
     except DemoUnavailable as exc:
         print(f"asyncsink demo: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("asyncsink demo: interrupted; everything it started was stopped", file=sys.stderr)
+        return 130
     return report.exit_code
 
 

@@ -101,9 +101,9 @@ class _HttpDestination(Destination):
 
     def check(self, rows: int) -> _Delivery:
         stats = self.server.stats()
-        answers = ", ".join(f"{count:,} x {status}" for status, count in stats.statuses.items())
+        answers = ", ".join(f"{status}={count:,}" for status, count in stats.statuses.items())
         lines = [
-            f"the endpoint got {stats.requests:,} (answered {answers or 'none'}; "
+            f"the endpoint got {stats.requests:,} (answers by status: {answers or 'none'}; "
             f"{stats.replays:,} repeated keys answered from its idempotency store)",
         ]
         if stats.entries_rejected:
@@ -124,7 +124,7 @@ server.listen(0, '127.0.0.1', () => {
 def _kinesalite_package() -> Path | None:
     configured = os.environ.get("ASYNCSINK_KINESALITE")
     candidates = [Path(configured)] if configured else []
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     candidates.append(root / "tests" / "servers" / "node" / "node_modules" / "kinesalite")
     return next((path for path in candidates if (path / "package.json").is_file()), None)
 
@@ -250,11 +250,10 @@ class _ElasticsearchDestination(Destination):
     def check(self, rows: int) -> _Delivery:
         stats = self.server.stats()
         documents = self.server.documents(self.index)
-        items = ", ".join(
-            f"{count:,} x {status}" for status, count in stats.items_by_status.items()
-        )
+        items = ", ".join(f"{status}={n:,}" for status, n in stats.items_by_status.items())
         lines = [
-            f"the endpoint got {stats.bulk_requests:,} bulk requests (items: {items or 'none'})",
+            f"the endpoint got {stats.bulk_requests:,} bulk requests (items by status: "
+            f"{items or 'none'})",
             f"{stats.duplicate_applications:,} documents written again under the same _id "
             "(re-sends overwrite, they do not duplicate)",
         ]

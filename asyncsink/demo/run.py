@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import sys
 import tempfile
@@ -15,17 +16,13 @@ from typing import Any, TextIO
 import orjson
 
 from ..stats import WriterStatistics
-from .destinations import Destination, destination_for
+from .destinations import DemoUnavailable, Destination, destination_for
 from .settings import DemoReport, DemoSettings, KillInfo
-from .writer import KILL_AFTER_OPTION, KILL_MARKER_OPTION, SINK_OPTION
+from .writer import KILL_AT_OPTION, KILL_MARKER_OPTION, SINK_OPTION
 
 __all__ = ["run_demo"]
 
 SINK_ID = "asyncsink-demo"
-MAX_BATCH_SIZE = 100
-MAX_IN_FLIGHT = 4  # acknowledgements free slots, so records are written while a task runs
-KILL_AFTER_REQUESTS = 3
-PARTITIONS = 2
 
 
 class _Batches:
@@ -57,7 +54,7 @@ class _Batches:
         self._lock = threading.Lock()
         factory = "asyncsink.demo:create_demo_writer"
         self.sink = foreach_batch(factory, options, sink_id=SINK_ID, on_batch=self._on_batch)
-        killing = {**options, KILL_AFTER_OPTION: str(KILL_AFTER_REQUESTS),
+        killing = {**options, KILL_AT_OPTION: str(settings.kill_at_request),
                    KILL_MARKER_OPTION: str(marker)}  # fmt: skip
         self.killing_sink = foreach_batch(
             factory, killing, sink_id=SINK_ID, on_batch=self._on_batch
@@ -73,8 +70,13 @@ class _Batches:
             from tqdm import tqdm
         except ImportError:
             return
+        try:
+            columns = os.get_terminal_size(self.out.fileno()).columns
+        except (OSError, ValueError):
+            columns = 0
+        sizing: dict[str, Any] = {"dynamic_ncols": True} if columns else {"ncols": 80}
         self.bar = tqdm(total=self.settings.rows, unit="rows", unit_scale=True, file=self.out,
-                        desc="delivered", dynamic_ncols=True)  # fmt: skip
+                        desc="delivered", **sizing)  # fmt: skip
 
     def show(self, live: int | None) -> None:
         """Move the bar to what the destination holds now (between micro-batches)."""
@@ -110,7 +112,8 @@ class _Batches:
             if self.kill_batch == batch_id and self.marker.exists():
                 self._say(
                     f"batch {batch_id}: a task was killed mid-partition; Spark ran it again, "
-                    f"and the retry skipped {stats.skipped:,} entries already delivered"
+                    f"and the retry skipped {stats.skipped:,} entries already delivered and "
+                    f"re-sent {stats.resent_calls:,} calls left pending"
                 )
             if self.bar is not None:
                 self._advance(self.rows_done)
@@ -171,7 +174,10 @@ def _read_kill(marker: Path, batch_id: int | None) -> KillInfo | None:
         data = orjson.loads(marker.read_bytes())
     except FileNotFoundError:
         return None
-    return KillInfo(batch_id, int(data["partition"]), int(data["attempt"]), int(data["acked"]))
+    return KillInfo(
+        batch_id, int(data["partition"]), int(data["attempt"]), int(data["acked"]),
+        int(data["in_flight"]),
+    )  # fmt: skip
 
 
 def run_demo(settings: DemoSettings, *, spark: Any = None, out: TextIO | None = None) -> DemoReport:
@@ -186,6 +192,8 @@ def run_demo(settings: DemoSettings, *, spark: Any = None, out: TextIO | None = 
     """
     out = out if out is not None else sys.stdout
     started = time.monotonic()
+    if spark is None and importlib.util.find_spec("pyspark") is None:
+        raise DemoUnavailable('the demo needs PySpark: pip install "asyncsink[spark]"')
     destination = destination_for(settings.sink)
     with contextlib.ExitStack() as stack:
         workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="asyncsink-demo-")))
@@ -214,8 +222,8 @@ def _stream(
         **destination.sink_options(),
         SINK_OPTION: destination.name,
         "recordStore": f"sqlite:///{workdir / 'records.db'}",
-        "maxBatchSize": str(MAX_BATCH_SIZE),
-        "maxInFlightRequests": str(MAX_IN_FLIGHT),
+        "maxBatchSize": str(settings.max_batch_size),
+        "maxInFlightRequests": str(settings.max_in_flight),
         "initialBackoffMs": "20",
         "maxBackoffMs": "1000",
         "requestTimeoutMs": "10s",
@@ -226,7 +234,7 @@ def _stream(
     source = (
         spark.readStream.format("rate-micro-batch")
         .option("rowsPerBatch", settings.rows_per_batch)
-        .option("numPartitions", PARTITIONS)
+        .option("numPartitions", settings.partitions)
         .load()
         .where(f"value < {settings.rows}")
         .selectExpr("concat('r', value) AS id", "value")
@@ -262,6 +270,7 @@ def _stream(
         unexpected=delivery.unexpected,
         idempotent=destination.idempotent,
         kill=_read_kill(marker, batches.kill_batch),
+        kill_requested=settings.kill,
         destination_lines=delivery.lines,
         streaming_s=streaming_s,
         error=error,

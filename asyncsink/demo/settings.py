@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+import textwrap
 from dataclasses import dataclass
 
 from ..stats import WriterStatistics
 
 __all__ = ["DemoReport", "DemoSettings", "KillInfo"]
+
+_WIDTH = 96
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -23,6 +26,11 @@ class DemoSettings:
         kill: kill a task mid-partition once.
         progress: show a progress bar.
         timeout_s: give up (exit 1) when the rows are not delivered by then.
+        partitions: partitions of each micro-batch.
+        max_batch_size, max_in_flight: the sink's ``maxBatchSize`` and
+            ``maxInFlightRequests``. A small in-flight limit makes the killed task record
+            some outcomes before it dies: each acknowledgement lets a new request start, and
+            a request starts only once the outcomes seen so far are durable.
     """
 
     sink: str = "http"
@@ -34,6 +42,9 @@ class DemoSettings:
     kill: bool = True
     progress: bool = True
     timeout_s: float = 600.0
+    partitions: int = 2
+    max_batch_size: int = 100
+    max_in_flight: int = 4
 
     def __post_init__(self) -> None:
         if self.rows < 1:
@@ -52,15 +63,24 @@ class DemoSettings:
         """Rows per micro-batch: about ten batches, at least 1000 rows each."""
         return max(1000, math.ceil(self.rows / 10))
 
+    @property
+    def kill_at_request(self) -> int:
+        """The request (counting re-sends) of the killed attempt that never leaves: the
+        tenth, or the partition's last when it has fewer, but after a first full window."""
+        per_partition = math.ceil(self.rows_per_batch / self.partitions / self.max_batch_size)
+        return max(self.max_in_flight + 1, min(10, per_partition))
+
 
 @dataclass(frozen=True, slots=True)
 class KillInfo:
-    """The task the demo killed: where, and after how many acknowledged requests."""
+    """The task the demo killed: where, how many of its requests had been acknowledged
+    and how many were in flight (sent, not yet answered) when it died."""
 
     batch_id: int | None
     partition: int
     attempt: int
     acknowledged: int
+    in_flight: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,6 +101,7 @@ class DemoReport:
     unexpected: int
     idempotent: bool
     kill: KillInfo | None
+    kill_requested: bool = False
     destination_lines: tuple[str, ...] = ()
     streaming_s: float = 0.0
     wall_s: float = 0.0
@@ -127,16 +148,20 @@ class DemoReport:
             lines.append(
                 _line(
                     "task killed",
-                    f"{where}partition {self.kill.partition}, attempt {self.kill.attempt}, "
-                    f"after {self.kill.acknowledged} acknowledged requests; Spark ran it again",
+                    f"{where}partition {self.kill.partition}, attempt {self.kill.attempt}, with "
+                    f"{_n(self.kill.acknowledged, 'request')} acknowledged and "
+                    f"{self.kill.in_flight} in flight; Spark ran the task again",
                 )
             )
+        elif self.kill_requested:
+            lines.append(_line("task killed", "none: no partition sent enough requests"))
         lines.append(_line("skipped", f"{w.skipped:,} entries already delivered, not re-sent"))
         lines.append(
             _line(
                 "recovered calls",
-                f"{w.resent_calls:,} pending calls re-sent with their idempotency key, "
-                f"{w.reconciled:,} reconciled",
+                f"{_n(w.resent_calls, 'call')} left pending by a lost attempt re-sent "
+                f"unchanged (same idempotency key), {w.reconciled:,} settled by asking the "
+                "destination",
             )
         )
         note = "" if self.idempotent else " (at least once: this sink has no idempotency key)"
@@ -156,6 +181,11 @@ class DemoReport:
         )
         if self.error is not None:
             lines.append(f"FAILED: {self.error}")
+        elif self.ok and self.duplicates:
+            lines.append(
+                f"OK: every row was delivered; {_n(self.duplicates, 'row')} stored twice, as "
+                "at-least-once delivery allows."
+            )
         elif self.ok:
             lines.append("OK: every row was delivered, and none was stored twice.")
         else:
@@ -163,9 +193,13 @@ class DemoReport:
         return "\n".join(lines)
 
 
+def _n(count: int, word: str) -> str:
+    return f"{count:,} {word}" if count == 1 else f"{count:,} {word}s"
+
+
 def _ms(value: float) -> str:
     return f"{value:.0f} ms" if value >= 10 else f"{value:.1f} ms"
 
 
 def _line(label: str, text: str) -> str:
-    return f"  {label:<16} {text}"
+    return textwrap.fill(text, _WIDTH, initial_indent=f"  {label:<16} ", subsequent_indent=" " * 19)

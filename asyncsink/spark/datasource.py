@@ -46,6 +46,9 @@ __all__ = [
 
 log = logging.getLogger("asyncsink.spark")
 
+# Options Spark itself reads and still passes to the data source.
+_SPARK_OWN = frozenset({"checkpointlocation", "path", "queryname"})
+
 
 @dataclass
 class AsyncSinkCommitMessage(WriterCommitMessage):
@@ -124,7 +127,7 @@ class AsyncSinkDataSource(DataSource):
         return "asyncsink"
 
     def _spec(self) -> SinkSpec:
-        options = dict(self.options)
+        options = {k: v for k, v in self.options.items() if k.lower() not in _SPARK_OWN}
         sink = self.shim or options.get("writer")
         if not sink:
             raise ValueError("the asyncsink data source needs option 'writer' (module:Class)")

@@ -82,7 +82,9 @@ def test_retried_task_sends_only_what_was_not_acknowledged(
         batch_id=1,
     )
     assert_exactly_once(server, 2000)
-    assert stats.skipped >= 5 * 50  # the retry skipped what the dead attempt delivered
+    assert stats.skipped > 0  # the retry skipped what the dead attempt delivered
+    if mode == "raise":  # an orderly failure saves every terminal record it knows
+        assert stats.skipped >= 5 * 50
     assert server.stats().replays <= 50
 
 

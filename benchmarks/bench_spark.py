@@ -1,0 +1,263 @@
+"""Spark to HTTP: asyncsink vs what Python REST writers in Spark do today, same endpoint.
+
+A local Spark session (``local[2]``) writes the rows of ``spark.range`` (two partitions,
+about 85 bytes of JSON a row) to the fault-injecting endpoint (``FaultServer``, in its
+own process, 20 ms latency, no faults) from ``foreachPartition``:
+
+- asyncsink: ``asyncsink.spark.foreach_partition(df, "http", {"url": ...})`` with its
+  defaults (500 rows a request, 16 in flight per partition); and the same with durable
+  call records (``sink_id``, SQLite in a temp dir), as the README recommends;
+- one request per row: what existing Python REST data sources and most ``foreach``
+  examples do (a ``requests.Session`` per partition, one POST per row);
+- batched requests: 500 rows a request, sent one at a time, per partition.
+
+asyncsink writes ``--rows`` (default 1,000,000); a request per row cannot get through a
+million rows in reasonable time, so each baseline writes a smaller slice of the same rows
+(``--per-row-rows``, ``--batched-rows``) and all sides are compared by rows per second,
+which a steady loop keeps whatever the slice. Every run is checked (the endpoint must
+hold exactly the rows sent) and the endpoint is reset between runs. The sides run in
+rotating order for several rounds after a warm-up; prints the median rows/s of each and
+the ratios with their targets (asyncsink >= 10x a request per row, >= 3x batched).
+
+    .venv/bin/python benchmarks/bench_spark.py [--rows N] [--rounds R] [--quick]
+        [--per-row-rows N] [--batched-rows N] [--latency-ms L] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from asyncsink.testing import Faults, FaultServer
+
+BATCH = 500
+PARTITIONS = 2
+JSON_HEADERS = {"content-type": "application/json"}
+
+SIDES = ("asyncsink", "durable", "per_row", "batched")
+LABELS = {
+    "asyncsink": "asyncsink foreach_partition",
+    "durable": "asyncsink, durable records (SQLite)",
+    "per_row": "requests, one request per row",
+    "batched": f"requests, batches of {BATCH}, one at a time",
+}
+# baseline -> target ratio asyncsink / baseline
+TARGETS = {"per_row": 10.0, "batched": 3.0}
+
+
+def start_spark() -> Any:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master(f"local[{PARTITIONS}]")
+        .appName("asyncsink-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def rows(spark: Any, count: int) -> Any:
+    """``count`` rows in two partitions, ~85 bytes of JSON each, with a unique ``id``."""
+    return spark.range(0, count, 1, PARTITIONS).selectExpr(
+        "concat('r-', lpad(cast(id AS string), 9, '0')) AS id",
+        "id AS seq",
+        "concat('customer-', lpad(cast(id % 9973 AS string), 4, '0')) AS customer",
+        "round((id * 37) % 100000 / 100, 2) AS amount",
+        "id % 7 != 0 AS ok",
+    )
+
+
+def check_answer(status: int, content: bytes) -> None:
+    if not 200 <= status <= 299:
+        raise RuntimeError(f"the endpoint answered {status}: {content[:200]!r}")
+    if orjson.loads(content).get("errors"):
+        raise RuntimeError("the endpoint rejected entries")
+
+
+# ---------------------------------------------------------------------- baselines
+# Partition functions, shipped to the Python workers.
+
+
+def post_per_row(url: str, partition: Iterator[Any]) -> None:
+    import requests
+
+    with requests.Session() as session:
+        for row in partition:
+            body = orjson.dumps([row.asDict()])
+            response = session.post(url, data=body, headers=JSON_HEADERS)
+            check_answer(response.status_code, response.content)
+
+
+def post_batched(url: str, partition: Iterator[Any]) -> None:
+    import requests
+
+    def send(batch: list[dict[str, Any]]) -> None:
+        response = session.post(url, data=orjson.dumps(batch), headers=JSON_HEADERS)
+        check_answer(response.status_code, response.content)
+
+    with requests.Session() as session:
+        batch: list[dict[str, Any]] = []
+        for row in partition:
+            batch.append(row.asDict())
+            if len(batch) == BATCH:
+                send(batch)
+                batch = []
+        if batch:
+            send(batch)
+
+
+# ---------------------------------------------------------------------- the sides
+
+
+class Bench:
+    def __init__(self, spark: Any, server: FaultServer, store: str) -> None:
+        self.spark = spark
+        self.server = server
+        self.store = store
+        self.job = 0
+
+    def run(self, side: str, count: int) -> None:
+        from asyncsink.spark import foreach_partition
+
+        df = rows(self.spark, count)
+        url = self.server.ingest_url
+        if side == "asyncsink":
+            stats = foreach_partition(df, "http", {"url": url})
+            assert stats.delivered == count, stats.summary()
+        elif side == "durable":
+            self.job += 1
+            options = {"url": url, "recordStore": self.store}
+            stats = foreach_partition(df, "http", options, sink_id="bench", batch_id=self.job)
+            assert stats.delivered == count, stats.summary()
+        elif side == "per_row":
+            df.foreachPartition(partial(post_per_row, url))
+        else:
+            df.foreachPartition(partial(post_batched, url))
+
+    def timed(self, side: str, count: int) -> float:
+        """One checked run: rows per second."""
+        self.server.reset()
+        started = time.perf_counter()
+        self.run(side, count)
+        elapsed = time.perf_counter() - started
+        stats = self.server.stats()
+        if stats.entries_received != count or stats.unique_ids != count:
+            raise RuntimeError(
+                f"{side}: the endpoint holds {stats.entries_received} rows "
+                f"({stats.unique_ids} distinct) of {count}"
+            )
+        return count / elapsed
+
+
+# ---------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000, help="rows asyncsink writes")
+    parser.add_argument("--per-row-rows", type=int, default=2_000, help="slice, per-row side")
+    parser.add_argument("--batched-rows", type=int, default=200_000, help="slice, batched side")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of all sides")
+    parser.add_argument("--latency-ms", type=float, default=20.0, help="server latency")
+    parser.add_argument("--quick", action="store_true", help="100k / 500 / 50k rows, 2 rounds")
+    parser.add_argument("--json", type=Path, help="write the results to this file")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.rows, args.per_row_rows, args.batched_rows, args.rounds = 100_000, 500, 50_000, 2
+    counts = {
+        "asyncsink": args.rows,
+        "durable": args.rows,
+        "per_row": args.per_row_rows,
+        "batched": args.batched_rows,
+    }
+    runs: dict[str, list[float]] = {side: [] for side in SIDES}
+    started = time.monotonic()
+    with (
+        FaultServer(Faults(latency_ms=args.latency_ms)) as server,
+        tempfile.TemporaryDirectory(prefix="asyncsink-bench-") as tmp,
+    ):
+        spark = start_spark()
+        try:
+            bench = Bench(spark, server, f"sqlite:///{Path(tmp) / 'records.db'}")
+            for side in SIDES:  # warm up: JVM, Python workers, imports
+                bench.timed(side, min(counts[side], 2 * BATCH * PARTITIONS))
+            for index in range(args.rounds):
+                order = SIDES[index % len(SIDES) :] + SIDES[: index % len(SIDES)]
+                for side in order:
+                    runs[side].append(bench.timed(side, counts[side]))
+        finally:
+            spark.stop()
+    medians = {side: statistics.median(rates) for side, rates in runs.items()}
+    print(
+        f"Spark local[{PARTITIONS}], {PARTITIONS} partitions, rows of ~85 B JSON, endpoint "
+        f"latency {args.latency_ms:g} ms, median of {args.rounds} rounds (sides in rotating "
+        f"order), {os.cpu_count()} CPUs, {time.monotonic() - started:.0f} s in all"
+    )
+    print(f"{'side':<46}{'rows per run':>14}{'rows/s':>12}")
+    for side in SIDES:
+        print(f"{LABELS[side]:<46}{counts[side]:>14,}{medians[side]:>12,.0f}")
+    print(
+        "(a request per row cannot write a million rows in reasonable time: each baseline "
+        "writes a slice of the same rows, and the sides are compared by rows/s)"
+    )
+    rows_out: list[dict[str, Any]] = []
+    for ours in ("asyncsink", "durable"):
+        for baseline, target in TARGETS.items():
+            ratio = medians[ours] / medians[baseline]
+            rows_out.append(
+                {
+                    "name": f"Spark {args.latency_ms:g} ms: {LABELS[ours]} vs {LABELS[baseline]}",
+                    "unit": "rows/s",
+                    "asyncsink": round(medians[ours]),
+                    "baseline": round(medians[baseline]),
+                    "ratio": round(ratio, 3),
+                    "target": target,
+                    "met": ratio >= target,
+                }
+            )
+    print(f"\n{'comparison':<100}{'ratio':>9}{'target':>8}  met")
+    for row in rows_out:
+        print(
+            f"{row['name']:<100}{row['ratio']:>8.1f}x{row['target']:>7.1f}x  "
+            f"{'yes' if row['met'] else 'NO'}"
+        )
+    summary = {
+        "benchmark": "spark",
+        "title": "Spark foreachPartition to a 20 ms HTTP endpoint",
+        "config": {
+            "rows": counts,
+            "partitions": PARTITIONS,
+            "batch": BATCH,
+            "rounds": args.rounds,
+            "latency_ms": args.latency_ms,
+        },
+        "results": {
+            side: {"rows_per_s": medians[side], "runs": [round(rate) for rate in runs[side]]}
+            for side in SIDES
+        },
+        "comparisons": rows_out,
+    }
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+    return summary
+
+
+if __name__ == "__main__":
+    main()
