@@ -1,15 +1,17 @@
 """Bounded memory: peak RSS of one writer delivering 1M entries vs 10M entries.
 
 Each size runs in a fresh Python process (so that one run's peak cannot hide the other's)
-that writes JSON entries (~85 bytes, made one at a time by a generator, never held in a
-list) through an ``AsyncSinkWriter`` with its default limits (500 entries a request, 16
-in flight, 10,000 buffered) to a slow in-process destination (each request takes 50 ms,
-so the writer outruns it and ``write`` waits: backpressure). The process reads its own
+that writes rows (dicts of ~85 bytes of JSON, made one at a time by a generator, never
+held in a list), encoded by the HTTP sink's ``JsonEntryEncoder``, through an
+``AsyncSinkWriter`` with its default limits (500 entries a request, 16
+in flight, 10,000 buffered) to a slow in-process destination (each request takes 100 ms,
+so the writer outruns it and ``write`` waits: backpressure; the most entries seen
+buffered and in flight are printed to show it). The process reads its own
 peak resident set size (``ru_maxrss``) at the end. The writer's memory must not grow
 with the number of entries: the goal is 10M peak - 1M peak < 50 MB.
 
     .venv/bin/python benchmarks/bench_memory.py [--sizes 1000000,10000000]
-        [--latency-ms 50] [--quick] [--json PATH]
+        [--latency-ms 100] [--quick] [--json PATH]
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import anyio
 import orjson
 
 from asyncsink import AsyncSinkWriter, SinkOptions
+from sinks.http import JsonEntryEncoder
 
 GOAL_MB = 50.0
 
@@ -38,9 +41,10 @@ class SlowDestination(AsyncSinkWriter[dict[str, Any], bytes]):
         super().__init__(**kwargs)
         self.latency = latency
         self.received = 0
+        self.encode = JsonEntryEncoder()
 
     def convert(self, element: dict[str, Any]) -> bytes:
-        return orjson.dumps(element)
+        return self.encode(element)
 
     def entry_size(self, entry: bytes) -> int:
         return len(entry)
@@ -67,18 +71,32 @@ def peak_rss_kb() -> int:
     return peak // 1024 if sys.platform == "darwin" else peak
 
 
-async def deliver(count: int, latency: float) -> SlowDestination:
+async def deliver(count: int, latency: float) -> tuple[SlowDestination, int, int]:
+    """Deliver ``count`` entries; also the most entries seen buffered and in flight."""
     writer = SlowDestination(latency, options=SinkOptions())
-    async with writer:
-        await writer.write_all(entries(count))
-    return writer
+    most_buffered = most_in_flight = 0
+
+    async def watch() -> None:
+        nonlocal most_buffered, most_in_flight
+        while True:
+            stats = writer.statistics()
+            most_buffered = max(most_buffered, stats.buffered)
+            most_in_flight = max(most_in_flight, stats.in_flight)
+            await anyio.sleep(0.01)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch)
+        async with writer:
+            await writer.write_all(entries(count))
+        tg.cancel_scope.cancel()
+    return writer, most_buffered, most_in_flight
 
 
 def child(count: int, latency_ms: float) -> None:
     """Run one size in this process and print its figures as one JSON line."""
     before = peak_rss_kb()
     started = time.perf_counter()
-    writer = anyio.run(deliver, count, latency_ms / 1000)
+    writer, most_buffered, most_in_flight = anyio.run(deliver, count, latency_ms / 1000)
     elapsed = time.perf_counter() - started
     if writer.received != count:
         raise SystemExit(f"delivered {writer.received} of {count}")
@@ -90,6 +108,8 @@ def child(count: int, latency_ms: float) -> None:
         "seconds": round(elapsed, 2),
         "entries_per_s": round(count / elapsed),
         "requests": stats.requests,
+        "most_buffered": most_buffered,
+        "most_in_flight": most_in_flight,
     }
     print(orjson.dumps(line).decode(), flush=True)
 
@@ -106,7 +126,7 @@ def run_size(count: int, latency_ms: float) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--sizes", default="1000000,10000000", help="two entry counts")
-    parser.add_argument("--latency-ms", type=float, default=50.0, help="per request")
+    parser.add_argument("--latency-ms", type=float, default=100.0, help="per request")
     parser.add_argument("--quick", action="store_true", help="100,000 vs 1,000,000 entries")
     parser.add_argument("--json", type=Path, help="write the results to this file")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
@@ -122,12 +142,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"peak RSS of one writer (default limits) to a destination taking "
         f"{args.latency_ms:g} ms per request, each size in a fresh process"
     )
-    print(f"{'entries':>12}{'peak RSS MB':>13}{'at start MB':>13}{'seconds':>9}{'entries/s':>11}")
+    print(
+        f"{'entries':>12}{'peak RSS MB':>13}{'at start MB':>13}{'seconds':>9}{'entries/s':>11}"
+        f"{'most buffered':>15}{'most in flight':>16}"
+    )
     for run in runs:
         print(
             f"{run['entries']:>12,}{run['peak_rss_kb'] / 1024:>13.1f}"
             f"{run['rss_before_kb'] / 1024:>13.1f}{run['seconds']:>9.1f}"
-            f"{run['entries_per_s']:>11,}"
+            f"{run['entries_per_s']:>11,}{run['most_buffered']:>15,}{run['most_in_flight']:>16,}"
         )
     met = growth_mb < GOAL_MB
     print(

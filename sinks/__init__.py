@@ -58,6 +58,8 @@ def _load(name: str, which: int) -> Any:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
+        if exc.name is not None and module_name.startswith(exc.name):
+            raise  # the shim itself is missing: a broken installation, not an extra
         raise ImportError(
             f"sink {name!r} needs a package that is missing ({exc}): {entry[2]}"
         ) from exc

@@ -60,11 +60,10 @@ async def test_latency_delays_the_response(
         assert response.status_code == 200
         return time.perf_counter() - started
 
-    fast = await timed()
+    fast = min([await timed() for _ in range(3)])
     fault_server.set_faults(Faults(latency_ms=300))
     slow = await timed()
-    assert 0.3 <= slow < 3
-    assert slow - fast > 0.2
+    assert fast < 0.3 <= slow
     fault_server.set_faults(Faults(latency_ms=50, latency_jitter_ms=400, seed=1))
     jittered = [await timed() for _ in range(5)]
     assert min(jittered) >= 0.05

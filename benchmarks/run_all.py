@@ -1,0 +1,241 @@
+"""Run every benchmark, print one table of results, write a JSON summary and a chart.
+
+    .venv/bin/python benchmarks/run_all.py [--quick] [--only http,spark,memory]
+
+Each benchmark runs in its own process, one after the other, and prints its own details
+as it goes; then one table gathers every comparison (asyncsink vs the code a user would
+otherwise write, the ratio, the target and whether it was met), once as plain text and
+once as a Markdown table ready to paste into the README. Results go to
+``benchmarks/results/`` (not versioned): ``summary.json`` and ``chart.png``.
+``--quick`` runs every benchmark at a small size (a smoke test of the benchmarks, not
+figures to quote). Exits 1 when a benchmark failed, 0 otherwise (missed targets are
+reported, not failures).
+
+Adding a benchmark: a script in this folder that takes ``--quick`` and ``--json PATH`` and
+writes to PATH an object with ``benchmark``, ``title``, ``config``, ``results`` and
+``comparisons``, a list of ``{"name", "unit", "asyncsink", "baseline", "ratio",
+"target", "met"}`` (``baseline`` and ``ratio`` may be null for an absolute goal, such as
+the memory one); then list it in ``BENCHMARKS``. A listed script that does not exist yet
+is reported as skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str
+    script: str
+    what: str
+
+
+BENCHMARKS = (
+    Benchmark("http", "bench_http.py", "HTTP sink vs requests loop, hand-written httpx+anyio"),
+    Benchmark("spark", "bench_spark.py", "Spark foreachPartition: asyncsink vs requests"),
+    Benchmark("memory", "bench_memory.py", "peak RSS, 1M vs 10M entries"),
+    Benchmark("kinesis", "bench_kinesis.py", "Kinesis sink vs a boto3 put_records loop"),
+    Benchmark(
+        "elasticsearch",
+        "bench_elasticsearch.py",
+        "Elasticsearch sink vs elasticsearch.helpers.async_streaming_bulk",
+    ),
+)
+
+
+def run_one(benchmark: Benchmark, quick: bool) -> dict[str, Any]:
+    """Run one benchmark script (its output goes straight to ours); its JSON summary."""
+    with tempfile.TemporaryDirectory(prefix="asyncsink-bench-") as tmp:
+        out = Path(tmp) / f"{benchmark.name}.json"
+        command = [sys.executable, str(HERE / benchmark.script), "--json", str(out)]
+        if quick:
+            command.append("--quick")
+        started = time.monotonic()
+        done = subprocess.run(command, check=False)
+        elapsed = time.monotonic() - started
+        if done.returncode != 0 or not out.exists():
+            raise RuntimeError(f"{benchmark.script} exited with status {done.returncode}")
+        summary: dict[str, Any] = orjson.loads(out.read_bytes())
+    summary["seconds"] = round(elapsed, 1)
+    return summary
+
+
+def _value(value: Any, unit: str) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.1f} {unit}" if unit == "MB" else f"{value:,.0f} {unit}"
+
+
+def _ratio(row: dict[str, Any]) -> str:
+    return "-" if row["ratio"] is None else f"{row['ratio']:.2f}x"
+
+
+def _target(row: dict[str, Any]) -> str:
+    return f"< {row['target']:g} MB" if row["ratio"] is None else f">= {row['target']:g}x"
+
+
+def print_table(comparisons: list[dict[str, Any]]) -> None:
+    print(f"\n{'comparison':<92}{'asyncsink':>18}{'baseline':>18}{'ratio':>10}{'target':>10}  met")
+    for row in comparisons:
+        print(
+            f"{row['name']:<92}{_value(row['asyncsink'], row['unit']):>18}"
+            f"{_value(row['baseline'], row['unit']):>18}{_ratio(row):>10}{_target(row):>10}  "
+            f"{'yes' if row['met'] else 'NO'}"
+        )
+
+
+def markdown_table(comparisons: list[dict[str, Any]]) -> str:
+    lines = [
+        "| comparison | asyncsink | baseline | ratio | target | met |",
+        "|---|---:|---:|---:|---:|:---:|",
+    ]
+    for row in comparisons:
+        lines.append(
+            f"| {row['name']} | {_value(row['asyncsink'], row['unit'])} | "
+            f"{_value(row['baseline'], row['unit'])} | {_ratio(row)} | {_target(row)} | "
+            f"{'yes' if row['met'] else 'no'} |"
+        )
+    return "\n".join(lines)
+
+
+def draw_chart(comparisons: list[dict[str, Any]], path: Path, caption: str) -> None:
+    """Ratios against their targets (log scale), and absolute goals (memory) beside them."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ratios = [row for row in comparisons if row["ratio"] is not None]
+    goals = [row for row in comparisons if row["ratio"] is None]
+    heights = [max(1.0, 0.45 * len(ratios) + 1.0), max(1.0, 0.45 * len(goals) + 1.0)]
+    panels = [(ratios, heights[0])] + ([(goals, heights[1])] if goals else [])
+    fig, axes = plt.subplots(
+        len(panels),
+        1,
+        figsize=(11, sum(height for _, height in panels) + 1.0),
+        gridspec_kw={"height_ratios": [height for _, height in panels]},
+        squeeze=False,
+    )
+    good, bad = "#2e7d32", "#c62828"
+    ax = axes[0][0]
+    names = [row["name"] for row in ratios]
+    values = [row["ratio"] for row in ratios]
+    colors = [good if row["met"] else bad for row in ratios]
+    ax.barh(names, values, color=colors)
+    for index, row in enumerate(ratios):
+        ax.plot([row["target"]] * 2, [index - 0.4, index + 0.4], color="black", lw=2)
+        ax.annotate(f" {row['ratio']:.2f}x", (row["ratio"], index), va="center", fontsize=8)
+    ax.set_xscale("log")
+    ax.axvline(1.0, color="grey", lw=0.8, ls=":")
+    ax.invert_yaxis()
+    ax.set_xlabel("asyncsink / baseline throughput (log scale); black tick = target")
+    ax.tick_params(axis="y", labelsize=8)
+    ax.set_title(caption, fontsize=10)
+    if goals:
+        ax = axes[1][0]
+        names = [row["name"] for row in goals]
+        values = [row["asyncsink"] for row in goals]
+        colors = [good if row["met"] else bad for row in goals]
+        ax.barh(names, values, color=colors)
+        for index, row in enumerate(goals):
+            ax.plot([row["target"]] * 2, [index - 0.4, index + 0.4], color="black", lw=2)
+            label = f" {row['asyncsink']:+.1f} {row['unit']}"
+            ax.annotate(label, (max(row["asyncsink"], 0), index), va="center", fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlim(min(0.0, *values) - 1, max(row["target"] for row in goals) * 1.2)
+        ax.set_xlabel("MB; black tick = limit")
+        ax.tick_params(axis="y", labelsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes: a smoke test")
+    parser.add_argument("--only", help="comma-separated benchmark names")
+    parser.add_argument("--results", type=Path, default=RESULTS, help="output folder")
+    args = parser.parse_args(argv)
+    wanted = set(args.only.split(",")) if args.only else None
+    if wanted is not None:
+        unknown = wanted - {b.name for b in BENCHMARKS}
+        if unknown:
+            parser.error(f"unknown benchmark(s): {', '.join(sorted(unknown))}")
+    machine = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+    }
+    summaries: dict[str, Any] = {}
+    skipped: list[str] = []
+    failed: dict[str, str] = {}
+    started = time.monotonic()
+    for benchmark in BENCHMARKS:
+        if wanted is not None and benchmark.name not in wanted:
+            continue
+        if not (HERE / benchmark.script).exists():
+            skipped.append(benchmark.name)
+            continue
+        print(f"\n=== {benchmark.name}: {benchmark.what}", flush=True)
+        try:
+            summaries[benchmark.name] = run_one(benchmark, args.quick)
+        except RuntimeError as exc:
+            failed[benchmark.name] = str(exc)
+            print(f"!!! {benchmark.name} failed: {exc}", flush=True)
+    comparisons = [
+        {"benchmark": name, **row}
+        for name, summary in summaries.items()
+        for row in summary["comparisons"]
+    ]
+    when = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    caption = (
+        f"asyncsink benchmarks{' (quick sizes)' if args.quick else ''}: "
+        f"{machine['cpus']} CPUs, Python {machine['python']}, {when:%Y-%m-%d}"
+    )
+    print(f"\n=== summary: {caption}, {time.monotonic() - started:.0f} s")
+    print_table(comparisons)
+    print("\nMarkdown:\n")
+    print(markdown_table(comparisons))
+    for name in skipped:
+        script = next(b.script for b in BENCHMARKS if b.name == name)
+        print(f"\nskipped {name}: benchmarks/{script} does not exist yet")
+    for name, reason in failed.items():
+        print(f"\nFAILED {name}: {reason}")
+    summary = {
+        "generated": when.isoformat(),
+        "quick": args.quick,
+        "machine": machine,
+        "comparisons": comparisons,
+        "benchmarks": summaries,
+        "skipped": skipped,
+        "failed": failed,
+    }
+    args.results.mkdir(parents=True, exist_ok=True)
+    (args.results / "summary.json").write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+    if comparisons:
+        draw_chart(comparisons, args.results / "chart.png", caption)
+    chart = f" and {args.results / 'chart.png'}" if comparisons else ""
+    print(f"\nwrote {args.results / 'summary.json'}{chart}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
