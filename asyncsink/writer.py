@@ -117,6 +117,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         self._max_bytes = options.max_batch_size_in_bytes
         self._max_batch = options.max_batch_size  # lowered while the AIMD window is smaller
         self._written = 0
+        self._clock = time.monotonic()
         self._scope = f"writer-{uuid.uuid4()}"
         self._next_seq = 0
         self._next_call = 0
@@ -325,14 +326,18 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             self._written += 1  # accepted into the dead-letter target
             return False
         self._written += 1
-        now = time.monotonic()
+        buffer = self._buffer
+        if buffer._fresh:
+            # Only the oldest entry's time sets a deadline; a later entry may carry an
+            # earlier clock reading, which can only make it leave sooner.
+            now = self._clock
+        else:
+            now = self._clock = time.monotonic()
+            self._wake.set()
         if self._log is not None and self._log.recovering:
             if self._log.admit(seq, entry, size, now):
                 self._take_from_log()
                 return self._log.needs_sync
-        buffer = self._buffer
-        if not buffer._fresh:
-            self._wake.set()
         buffer.append(Item(seq, entry, size, now))
         if len(buffer._fresh) >= self._max_batch or buffer.fresh_bytes >= self._max_bytes:
             return self._pump()
@@ -425,7 +430,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             limit = self._capacity()
             if limit == 0:
                 break
-            now = time.monotonic()
+            now = self._clock = time.monotonic()
             oldest = buffer.oldest_fresh()
             send_fresh = oldest is not None and (
                 self._flushing > 0

@@ -126,7 +126,6 @@ def test_streaming_under_chaos_stores_every_row_exactly_once(
         "maxBackoffMs": "200",
         "maxRetries": "20",
         "requestTimeoutMs": "1s",
-        "idempotencyHeader": "",
         KILL_EVERY: str(EVERY),
         KILL_AFTER: str(max(2, rows_per_batch // 2 // BATCH_SIZE // 3)),
         KILL_MARKS: str(marks),
