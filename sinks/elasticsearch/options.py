@@ -19,6 +19,7 @@ import httpx
 
 from asyncsink.errors import OptionError
 from asyncsink.options import Options, option
+from sinks.http.client import ClientOptions
 
 __all__ = ["ElasticsearchOptions", "Operation"]
 
@@ -31,7 +32,7 @@ _FIELD_OPTIONS = (("index_field", "indexField"), ("id_field", "idField"),
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
-class ElasticsearchOptions(Options):
+class ElasticsearchOptions(ClientOptions):
     """Where the Elasticsearch sink writes, with which bulk operation, and how it connects.
 
     Raises:
@@ -140,14 +141,7 @@ class ElasticsearchOptions(Options):
         self._check_auth()
         if self.compatibility_version not in (None, 8, 9):
             raise OptionError("compatibilityVersion", self.compatibility_version, "8 or 9")
-        if self.ca_bundle is not None and not self.tls_verify:
-            raise OptionError(
-                "caBundle",
-                self.ca_bundle,
-                "no caBundle when tlsVerify is false",
-                message="options 'caBundle' and 'tlsVerify=false' contradict each other: "
-                "certificates are either verified against the bundle or not at all",
-            )
+        self._check_tls()
 
     def _set(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)
@@ -226,39 +220,10 @@ class ElasticsearchOptions(Options):
             )
 
     def _check_auth(self) -> None:
-        given = [
-            spark
-            for spark, value in (
-                ("apiKey", self.api_key),
-                ("basicUsername", self.basic_username),
-                ("bearerToken", self.bearer_token),
-            )
-            if value is not None
-        ]
-        if len(given) > 1:
-            raise OptionError(
-                given[1],
-                None,
-                "one kind of authentication",
-                message=f"options {given[0]!r} and {given[1]!r} contradict each other: "
-                "set one kind of authentication (API key, basic, or bearer token)",
-            )
-        if self.basic_password is not None and self.basic_username is None:
-            raise OptionError(
-                "basicUsername",
-                None,
-                "a user name",
-                message="option 'basicPassword' needs 'basicUsername' as well",
-            )
-        if self.basic_username is not None and (
-            ":" in self.basic_username or _CONTROL.search(self.basic_username)
-        ):
-            raise OptionError("basicUsername", self.basic_username, "a user name without ':'")
-        for name, spark in (("api_key", "apiKey"), ("basic_password", "basicPassword"),
-                            ("bearer_token", "bearerToken")):  # fmt: skip
-            value = getattr(self, name)
-            if value is not None and (not value or _CONTROL.search(value)):
-                raise OptionError(spark, "<hidden>", "a non-empty value without line breaks")
+        self._check_credentials(
+            ("api_key", "basic_username", "bearer_token"), username_refuses=":\r\n\0"
+        )
+        self._check_secret_values()
 
     def auth_headers(self) -> dict[str, str]:
         """The ``Authorization`` header these options call for (empty without credentials)."""
@@ -268,8 +233,7 @@ class ElasticsearchOptions(Options):
                 key = base64.b64encode(key.encode()).decode("ascii")
             return {"authorization": f"ApiKey {key}"}
         if self.basic_username is not None:
-            pair = f"{self.basic_username}:{self.basic_password or ''}".encode()
-            return {"authorization": "Basic " + base64.b64encode(pair).decode("ascii")}
+            return {"authorization": self.basic_authorization()}
         if self.bearer_token is not None:
             return {"authorization": f"Bearer {self.bearer_token}"}
         return {}

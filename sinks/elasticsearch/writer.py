@@ -2,25 +2,20 @@
 
 from __future__ import annotations
 
-import functools
-import gzip
 import logging
-import ssl
 from collections.abc import Collection, Mapping
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, ClassVar
 from urllib.parse import quote
 
-import anyio.to_thread
 import httpx
 import orjson
 
-from asyncsink.errors import FatalError, OptionError, RetryableError, WriterStateError
+from asyncsink.errors import FatalError, OptionError, RetryableError
 from asyncsink.options import SinkOptions, parse_options, raise_unknown
 from asyncsink.request import CallInfo, SubmitResult, current_call
-from asyncsink.writer import AsyncSinkWriter
 from sinks.http.classify import error_for_transport, parse_retry_after
-from sinks.http.redact import Redactor, mask_in_logs, unmask_in_logs
+from sinks.http.client import HttpClientWriter, gzip_compress, open_client
 
 from .actions import BulkEntry, EntryBuilder, bulk_body, document_id
 from .hosts import HostPool
@@ -31,11 +26,10 @@ __all__ = ["ElasticsearchWriter", "create_writer"]
 
 log = logging.getLogger("asyncsink.elasticsearch")
 
-_THREAD_GZIP_BYTES = 256 * 1024
 _REFRESH_URL_NAMES = 3000  # characters of index names per _refresh request
 
 
-class ElasticsearchWriter(AsyncSinkWriter[Any, BulkEntry]):
+class ElasticsearchWriter(HttpClientWriter[Any, BulkEntry]):
     """Indexes rows (Spark ``Row`` objects, mappings, dataclasses) with ``_bulk`` requests.
 
     Each row becomes one bulk operation (``index``, ``create``, ``update`` as an upsert,
@@ -56,9 +50,10 @@ class ElasticsearchWriter(AsyncSinkWriter[Any, BulkEntry]):
     missing-index errors fail the task at once, with a message that shows no credential.
 
     The writer opens one ``httpx.AsyncClient`` for all nodes when entered and closes it
-    when it leaves, unless a ``client`` is given (then it is used and left open). With
-    ``refresh``, the written indices are refreshed once everything was delivered, before
-    the scope is recorded as complete.
+    when it leaves, unless a ``client`` is given (then it is used and left open); while
+    open, its credentials are kept out of the log records of httpx, httpcore, hpack and
+    asyncsink (see ``sinks.http.client``). With ``refresh``, the written indices are
+    refreshed once everything was delivered, before the scope is recorded as complete.
 
     Args:
         es: the cluster, index, operation and connection options.
@@ -66,6 +61,8 @@ class ElasticsearchWriter(AsyncSinkWriter[Any, BulkEntry]):
         transport: the transport of the client the writer opens (tests, proxies).
         **kwargs: ``options``, ``call_log`` and the rest of ``AsyncSinkWriter``'s arguments.
     """
+
+    logger_names: ClassVar[tuple[str, ...]] = (log.name,)
 
     def __init__(
         self,
@@ -75,14 +72,8 @@ class ElasticsearchWriter(AsyncSinkWriter[Any, BulkEntry]):
         transport: httpx.AsyncBaseTransport | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
+        super().__init__(secrets=es.secrets(), client=client, transport=transport, **kwargs)
         self.es = es
-        self._client = client
-        self._owns_client = client is None
-        self._transport = transport
-        self._secrets = es.secrets()
-        self._redact = Redactor(self._secrets)
-        self._masking = False
         self._build = EntryBuilder(es)
         self._hosts = HostPool(es.host_urls)
         self._operation = es.operation
@@ -149,7 +140,7 @@ class ElasticsearchWriter(AsyncSinkWriter[Any, BulkEntry]):
         body = bulk_body(entries, call.scope, call.seqs)
         size = len(body)
         if self.es.gzip:
-            body = await _compress(body)
+            body = await gzip_compress(body)
         response = await self._request("POST", self._bulk_path, body, self._bulk_headers)
         if not 200 <= response.status_code <= 299:
             raise error_for_response(response, self._redact, body_size=size)
@@ -247,19 +238,6 @@ class ElasticsearchWriter(AsyncSinkWriter[Any, BulkEntry]):
 
     # ------------------------------------------------------------------ lifecycle
 
-    async def __aenter__(self) -> Self:
-        if self._masking:  # already open: let the core say so
-            return await super().__aenter__()
-        if self._client is None:
-            self._client = self._open_client()
-        mask_in_logs(self._secrets)
-        self._masking = True
-        try:
-            return await super().__aenter__()
-        except BaseException:
-            await self._release()
-            raise
-
     async def __aexit__(
         self,
         exc_type: type[BaseException] | None,
@@ -269,70 +247,26 @@ class ElasticsearchWriter(AsyncSinkWriter[Any, BulkEntry]):
         """Flush (the barrier), refresh if asked, then close; on an exception, cancel what
         is in flight instead. A failed refresh fails the exit, before the scope is marked
         complete, so that a retried task refreshes again."""
-        try:
-            if exc is None and self.es.refresh:
-                try:
-                    await self.flush()
-                    if self._build.indices or self.es.index:
-                        await self._refresh()
-                except BaseException as error:
-                    await super().__aexit__(type(error), error, error.__traceback__)
-                    raise
-            await super().__aexit__(exc_type, exc, tb)
-        finally:
-            await self._release()
-
-    async def _release(self) -> None:
-        client = self._client
-        try:
-            if self._owns_client and client is not None:
-                self._client = None
-                await client.aclose()
-        finally:
-            if self._masking:
-                self._masking = False
-                unmask_in_logs(self._secrets)
+        if exc is None and self.es.refresh:
+            try:
+                await self.flush()
+                if self._build.indices or self.es.index:
+                    await self._refresh()
+            except BaseException as error:
+                await super().__aexit__(type(error), error, error.__traceback__)
+                raise
+        await super().__aexit__(exc_type, exc, tb)
 
     def _open_client(self) -> httpx.AsyncClient:
         es = self.es
-        verify: ssl.SSLContext | bool = False
-        if es.tls_verify and any(host.lower().startswith("https:") for host in es.host_urls):
-            try:
-                verify = _tls_context(es.ca_bundle)
-            except (OSError, ssl.SSLError) as exc:
-                raise OptionError(
-                    "caBundle", es.ca_bundle, f"a readable PEM file of CA certificates ({exc})"
-                ) from exc
-        size = self.options.max_in_flight_requests + 1
-        return httpx.AsyncClient(
-            verify=verify,
+        return open_client(
+            urls=es.host_urls,
+            tls_verify=es.tls_verify,
+            ca_bundle=es.ca_bundle,
+            connections=self.options.max_in_flight_requests + 1,
             timeout=self._timeouts,
-            limits=httpx.Limits(max_connections=size, max_keepalive_connections=size),
             transport=self._transport,
-            follow_redirects=False,
         )
-
-    def _require_client(self) -> httpx.AsyncClient:
-        if self._client is None:
-            raise WriterStateError("the writer is not open: use it inside 'async with'")
-        return self._client
-
-
-async def _compress(body: bytes) -> bytes:
-    # mtime=0: a re-sent call carries the very same bytes as the first send.
-    compress = functools.partial(gzip.compress, body, compresslevel=6, mtime=0)
-    if len(body) >= _THREAD_GZIP_BYTES:
-        return await anyio.to_thread.run_sync(compress)
-    return compress()
-
-
-@functools.lru_cache(maxsize=16)
-def _tls_context(ca_bundle: str | None) -> ssl.SSLContext:
-    """A verifying TLS context, shared by the writers of a process (loading CA
-    certificates is too slow to repeat for every writer)."""
-    if ca_bundle is None:
-        return httpx.create_ssl_context()
-    return ssl.create_default_context(cafile=ca_bundle)
 
 
 def create_writer(options: Mapping[str, Any], **kwargs: Any) -> ElasticsearchWriter:

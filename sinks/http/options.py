@@ -10,7 +10,6 @@ shown in errors or logs, and redacted from response excerpts. Header values are 
 
 from __future__ import annotations
 
-import base64
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -23,6 +22,8 @@ import orjson
 from asyncsink.errors import OptionError
 from asyncsink.options import Options, option, option_specs
 from asyncsink.request import SubmitResult
+
+from .client import ClientOptions
 
 __all__ = ["BodyEncoder", "EntryEncoder", "HttpOptions", "ResponseParser"]
 
@@ -43,7 +44,7 @@ _USERINFO = re.compile(r"//[^/@]*@")
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
-class HttpOptions(Options):
+class HttpOptions(ClientOptions):
     """Where the HTTP sink sends batches and how each request is made and judged.
 
     Raises:
@@ -166,14 +167,7 @@ class HttpOptions(Options):
         self._check_formats()
         if self.gzip_level > 9:
             raise OptionError("gzipLevel", self.gzip_level, "an integer from 0 to 9")
-        if self.ca_bundle is not None and not self.tls_verify:
-            raise OptionError(
-                "caBundle",
-                self.ca_bundle,
-                "no caBundle when tlsVerify is false",
-                message="options 'caBundle' and 'tlsVerify=false' contradict each other: "
-                "certificates are either verified against the bundle or not at all",
-            )
+        self._check_tls()
         if self.idempotency_header and not _TOKEN.match(self.idempotency_header):
             raise OptionError("idempotencyHeader", self.idempotency_header, "a header name")
         if self.reconcile_url is not None:
@@ -227,40 +221,10 @@ class HttpOptions(Options):
             raise OptionError(name, shown, "an http:// or https:// URL with a host")
 
     def _check_auth(self) -> None:
-        kinds = [
-            name
-            for name, given in (
-                ("bearerToken", self.bearer_token is not None),
-                ("basicUsername", self.basic_username is not None),
-                ("apiKey", self.api_key is not None),
-            )
-            if given
-        ]
-        if len(kinds) > 1:
-            raise OptionError(
-                kinds[1],
-                None,
-                "one kind of authentication",
-                message=f"options {kinds[0]!r} and {kinds[1]!r} contradict each other: "
-                "set one kind of authentication (bearer token, basic, or API key)",
-            )
-        if self.basic_password is not None and self.basic_username is None:
-            raise OptionError(
-                "basicUsername",
-                None,
-                "a user name",
-                message="option 'basicPassword' needs 'basicUsername' as well",
-            )
-        if self.basic_username is not None and ":" in self.basic_username:
-            raise OptionError("basicUsername", self.basic_username, "a user name without ':'")
+        self._check_credentials(("bearer_token", "basic_username", "api_key"))
         if self.api_key is not None and not _TOKEN.match(self.api_key_header):
             raise OptionError("apiKeyHeader", self.api_key_header, "a header name")
-        for name in ("bearer_token", "basic_password", "api_key"):
-            value = getattr(self, name)
-            if value is not None and (not value or _has_control(value)):
-                spark = {"bearer_token": "bearerToken", "basic_password": "basicPassword",
-                         "api_key": "apiKey"}[name]  # fmt: skip
-                raise OptionError(spark, "<hidden>", "a non-empty value without line breaks")
+        self._check_secret_values()
 
     def _check_formats(self) -> None:
         fmt = self.body_format
@@ -296,8 +260,7 @@ class HttpOptions(Options):
         if self.bearer_token is not None:
             return {"Authorization": f"Bearer {self.bearer_token}"}
         if self.basic_username is not None:
-            pair = f"{self.basic_username}:{self.basic_password or ''}".encode()
-            return {"Authorization": "Basic " + base64.b64encode(pair).decode("ascii")}
+            return {"Authorization": self.basic_authorization()}
         if self.api_key is not None:
             return {self.api_key_header: self.api_key}
         return {}

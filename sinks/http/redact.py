@@ -2,9 +2,10 @@
 
 ``Redactor`` replaces every known secret (in its raw, percent-encoded and JSON-escaped
 forms) with ``***``. ``mask_in_logs`` lets the HTTP client's own loggers (httpx,
-httpcore, hpack) share that protection while a writer is open: at DEBUG level they log
-response headers, and hpack logs the request headers of HTTP/2 connections, which is
-where a server echoing a credential, or an API-key header, would otherwise surface.
+httpcore, hpack), asyncsink's and those a shim names share that protection while a writer
+is open: at DEBUG level they log response headers, and hpack logs the request headers of
+HTTP/2 connections, which is where a server echoing a credential, or an API-key header,
+would otherwise surface.
 """
 
 from __future__ import annotations
@@ -28,12 +29,10 @@ _CLIENT_LOGGERS = (
     "httpcore.http2",
     "httpcore.proxy",
     "hpack.hpack",
-    "asyncsink.elasticsearch",
     "hpack.table",
     "asyncsink",
     "asyncsink.durable",
     "asyncsink.spark",
-    "asyncsink.http",
 )
 
 
@@ -104,25 +103,29 @@ class _SecretFilter(logging.Filter):
 
 
 _FILTER = _SecretFilter()
-_INSTALLED = False
+_INSTALLED: set[str] = set()
+_INSTALL_LOCK = threading.Lock()
 
 
-def mask_in_logs(secrets: Iterable[str]) -> None:
-    """From now on, log records of the HTTP client and of asyncsink never show
-    ``secrets`` (until ``unmask_in_logs`` is called with the same secrets).
+def mask_in_logs(secrets: Iterable[str], loggers: Iterable[str] = ()) -> None:
+    """From now on, log records of the HTTP client, of asyncsink and of the loggers named
+    in ``loggers`` never show ``secrets`` (until ``unmask_in_logs`` is called with the same
+    secrets).
 
-    The filter is installed once per process on the loggers that could see them and only
-    rewrites records holding a registered secret. Secrets are counted, so writers sharing
-    one may open and close in any order.
+    A logger's filters see only the records logged to that very logger, not those its
+    children pass up, so a shim names each logger it logs to (``"asyncsink.http"``...).
+    The filter is installed once per process on each of those loggers and only rewrites
+    records holding a registered secret, whichever writer registered it. Secrets are
+    counted, so writers sharing one may open and close in any order.
     """
-    global _INSTALLED
     values = [s for s in secrets if s]
     if not values:
         return
-    if not _INSTALLED:
-        for name in _CLIENT_LOGGERS:
-            logging.getLogger(name).addFilter(_FILTER)
-        _INSTALLED = True
+    with _INSTALL_LOCK:
+        for name in (*_CLIENT_LOGGERS, *loggers):
+            if name not in _INSTALLED:
+                logging.getLogger(name).addFilter(_FILTER)
+                _INSTALLED.add(name)
     _FILTER.add(values)
 
 

@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-import functools
-import gzip
 import logging
-import ssl
 from collections.abc import Collection, Mapping
-from functools import partial
-from types import TracebackType
-from typing import Any, Self
+from typing import Any, ClassVar
 from urllib.parse import quote
 
-import anyio.to_thread
 import httpx
 import orjson
 
-from asyncsink.errors import OptionError, WriterStateError
+from asyncsink.errors import OptionError
 from asyncsink.options import SinkOptions, parse_options, raise_unknown
 from asyncsink.request import CallInfo, SubmitResult, current_call
-from asyncsink.writer import AsyncSinkWriter
 
 from .classify import (
     error_for_status,
@@ -28,18 +21,16 @@ from .classify import (
     parse_items,
     parse_retry_after,
 )
+from .client import HttpClientWriter, gzip_compress, open_client
 from .encoding import JsonEntryEncoder, frame_json, frame_ndjson
 from .options import BodyEncoder, EntryEncoder, HttpOptions
-from .redact import Redactor, mask_in_logs, unmask_in_logs
 
 __all__ = ["HttpWriter", "create_writer"]
 
 log = logging.getLogger("asyncsink.http")
 
-_THREAD_GZIP_BYTES = 256 * 1024
 
-
-class HttpWriter(AsyncSinkWriter[Any, bytes]):
+class HttpWriter(HttpClientWriter[Any, bytes]):
     """Delivers rows to an HTTP endpoint: each request carries a batch of entries as a
     JSON array (or NDJSON, or a body of the user's making).
 
@@ -56,7 +47,7 @@ class HttpWriter(AsyncSinkWriter[Any, bytes]):
     Python workers, so a runner may instead pass a ``client`` it caches per process: the
     writer then uses it (adding its headers and timeouts to each request) and leaves it
     open. While open, the writer keeps its credentials out of the log records of httpx,
-    httpcore, hpack and asyncsink.
+    httpcore, hpack and asyncsink (see ``sinks.http.client``).
 
     Args:
         http: where and how to send.
@@ -64,6 +55,8 @@ class HttpWriter(AsyncSinkWriter[Any, bytes]):
         transport: the transport of the client the writer opens (tests, proxies).
         **kwargs: ``options``, ``call_log`` and the rest of ``AsyncSinkWriter``'s arguments.
     """
+
+    logger_names: ClassVar[tuple[str, ...]] = (log.name,)
 
     def __init__(
         self,
@@ -73,14 +66,8 @@ class HttpWriter(AsyncSinkWriter[Any, bytes]):
         transport: httpx.AsyncBaseTransport | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
+        super().__init__(secrets=http.secrets(), client=client, transport=transport, **kwargs)
         self.http = http
-        self._client = client
-        self._owns_client = client is None
-        self._transport = transport
-        self._secrets = http.secrets()
-        self._redact = Redactor(self._secrets)
-        self._masking = False
         encoder: EntryEncoder = http.entry_encoder or JsonEntryEncoder(decimal_as=http.decimal_as)
         self._encode = encoder
         self._custom_encoder = http.entry_encoder is not None
@@ -138,7 +125,7 @@ class HttpWriter(AsyncSinkWriter[Any, bytes]):
         if self._key_header:
             headers = {**headers, self._key_header: current_call().idempotency_key}
         if self.http.gzip:
-            body = await self._compress(body)
+            body = await gzip_compress(body, self.http.gzip_level)
         client = self._require_client()
         request = client.build_request(
             self._method, self._url, content=body, headers=headers, timeout=self._timeouts
@@ -193,90 +180,19 @@ class HttpWriter(AsyncSinkWriter[Any, bytes]):
             return None
         return held_by_status(payload, call.seqs)
 
-    # ------------------------------------------------------------------ lifecycle
-
-    async def __aenter__(self) -> Self:
-        if self._masking:  # already open: let the core say so
-            return await super().__aenter__()
-        if self._client is None:
-            self._client = self._open_client()
-        mask_in_logs(self._secrets)
-        self._masking = True
-        try:
-            return await super().__aenter__()
-        except BaseException:
-            await self._release()
-            raise
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        try:
-            await super().__aexit__(exc_type, exc, tb)
-        finally:
-            await self._release()
-
-    async def _release(self) -> None:
-        client = self._client
-        try:
-            if self._owns_client and client is not None:
-                self._client = None
-                await client.aclose()
-        finally:
-            if self._masking:
-                self._masking = False
-                unmask_in_logs(self._secrets)
+    # ------------------------------------------------------------------ the client
 
     def _open_client(self) -> httpx.AsyncClient:
         http = self.http
-        verify: ssl.SSLContext | bool = False
-        urls = (http.url, http.reconcile_url or "")
-        if http.tls_verify and any(url.lower().startswith("https:") for url in urls):
-            try:
-                verify = _tls_context(http.ca_bundle, http.http2)
-            except (OSError, ssl.SSLError) as exc:
-                raise OptionError(
-                    "caBundle", http.ca_bundle, f"a readable PEM file of CA certificates ({exc})"
-                ) from exc
-        size = self.options.max_in_flight_requests
-        try:
-            return httpx.AsyncClient(
-                http2=http.http2,
-                verify=verify,
-                timeout=self._timeouts,
-                limits=httpx.Limits(max_connections=size, max_keepalive_connections=size),
-                transport=self._transport,
-                follow_redirects=False,
-            )
-        except ImportError as exc:
-            raise ImportError(
-                f"option 'http2' needs the h2 package: pip install asyncsink[http2] ({exc})"
-            ) from exc
-
-    def _require_client(self) -> httpx.AsyncClient:
-        if self._client is None:
-            raise WriterStateError("the writer is not open: use it inside 'async with'")
-        return self._client
-
-    async def _compress(self, body: bytes) -> bytes:
-        # mtime=0: a re-sent call must carry the very same bytes as the first send.
-        compress = partial(gzip.compress, body, compresslevel=self.http.gzip_level, mtime=0)
-        if len(body) >= _THREAD_GZIP_BYTES:
-            return await anyio.to_thread.run_sync(compress)
-        return compress()
-
-
-@functools.lru_cache(maxsize=16)
-def _tls_context(ca_bundle: str | None, http2: bool) -> ssl.SSLContext:
-    """A verifying TLS context, shared by the writers of a process: loading the CA
-    certificates takes a tenth of a second or more, too long to repeat for every writer.
-    Keyed by ``http2`` too, since the connection pool sets its ALPN protocols on it."""
-    if ca_bundle is None:
-        return httpx.create_ssl_context()
-    return ssl.create_default_context(cafile=ca_bundle)
+        return open_client(
+            urls=(http.url, http.reconcile_url or ""),
+            tls_verify=http.tls_verify,
+            ca_bundle=http.ca_bundle,
+            connections=self.options.max_in_flight_requests,
+            timeout=self._timeouts,
+            transport=self._transport,
+            http2=http.http2,
+        )
 
 
 def create_writer(options: Mapping[str, Any], **kwargs: Any) -> HttpWriter:

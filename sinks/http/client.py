@@ -1,0 +1,286 @@
+"""What the shims that talk HTTP with httpx share: a writer owning an ``httpx.AsyncClient``,
+the checks and headers of their credential and TLS options, a process-wide TLS context
+cache and request-body compression.
+
+``HttpClientWriter`` is the base of ``HttpWriter`` and ``ElasticsearchWriter``: it opens
+its client when entered (or uses one it was given), keeps its credentials out of the log
+records of the HTTP client, of asyncsink and of the loggers its shim declares while open,
+and closes what it opened when it leaves. ``ClientOptions`` is the base of their option
+groups; each declares the option fields itself, documented for its destination.
+"""
+
+from __future__ import annotations
+
+import abc
+import base64
+import functools
+import gzip
+import ssl
+from collections.abc import Iterable, Sequence
+from types import TracebackType
+from typing import Any, ClassVar, Self, TypeVar
+
+import anyio.to_thread
+import httpx
+
+from asyncsink.errors import OptionError, WriterStateError
+from asyncsink.options import Options, option_specs, spark_name
+from asyncsink.writer import AsyncSinkWriter
+
+from .redact import Redactor, mask_in_logs, unmask_in_logs
+
+__all__ = [
+    "ClientOptions",
+    "HttpClientWriter",
+    "gzip_compress",
+    "open_client",
+    "tls_context",
+]
+
+InputT = TypeVar("InputT")
+EntryT = TypeVar("EntryT")
+
+_THREAD_GZIP_BYTES = 256 * 1024
+_CONTROL_CHARS = "\r\n\0"
+_CREDENTIAL_KINDS = {
+    "api_key": "API key",
+    "basic_username": "basic",
+    "bearer_token": "bearer token",
+}
+
+
+class HttpClientWriter(AsyncSinkWriter[InputT, EntryT]):
+    """An ``AsyncSinkWriter`` that sends its requests with one ``httpx.AsyncClient``.
+
+    Entering the writer opens the client (``_open_client``), unless one was given, and
+    from then on until it leaves, log records of httpx, httpcore, hpack, asyncsink and the
+    loggers named in ``logger_names`` never show the writer's secrets. Leaving closes the
+    client it opened, also when entering or leaving fails; a given client is left open.
+
+    Args:
+        secrets: the values to keep out of logs and errors (``self._redact`` masks them).
+        client: an ``httpx.AsyncClient`` to use instead of opening one; not closed here.
+        transport: the transport of the client the writer opens (tests, proxies).
+        **kwargs: ``options``, ``call_log`` and the rest of ``AsyncSinkWriter``'s arguments.
+    """
+
+    logger_names: ClassVar[tuple[str, ...]] = ()
+    """The shim's own loggers, whose records must not show its secrets either."""
+
+    def __init__(
+        self,
+        *,
+        secrets: Iterable[str],
+        client: httpx.AsyncClient | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self._client = client
+        self._owns_client = client is None
+        self._transport = transport
+        self._secrets = list(secrets)
+        self._redact = Redactor(self._secrets)
+        self._masking = False
+
+    @abc.abstractmethod
+    def _open_client(self) -> httpx.AsyncClient:
+        """A new client for this writer (see ``open_client``).
+
+        Raises:
+            OptionError: the options do not allow one (an unreadable ``caBundle``...).
+        """
+
+    def _require_client(self) -> httpx.AsyncClient:
+        """The open client.
+
+        Raises:
+            WriterStateError: the writer is not open.
+        """
+        if self._client is None:
+            raise WriterStateError("the writer is not open: use it inside 'async with'")
+        return self._client
+
+    async def __aenter__(self) -> Self:
+        if self._masking:  # already open: let the core say so
+            return await super().__aenter__()
+        if self._client is None:
+            self._client = self._open_client()
+        mask_in_logs(self._secrets, self.logger_names)
+        self._masking = True
+        try:
+            return await super().__aenter__()
+        except BaseException:
+            await self._release()
+            raise
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            await super().__aexit__(exc_type, exc, tb)
+        finally:
+            await self._release()
+
+    async def _release(self) -> None:
+        client = self._client
+        try:
+            if self._owns_client and client is not None:
+                self._client = None
+                await client.aclose()
+        finally:
+            if self._masking:
+                self._masking = False
+                unmask_in_logs(self._secrets)
+
+
+class ClientOptions(Options):
+    """Base of the option groups of shims that talk HTTP: the checks and headers of their
+    credentials (``bearerToken``, ``basicUsername`` with ``basicPassword``, ``apiKey``)
+    and of ``tlsVerify`` with ``caBundle``.
+
+    Not a dataclass itself: each shim's group declares these fields, documented for its
+    destination and in the order of its option table.
+    """
+
+    basic_username: str | None
+    basic_password: str | None
+    bearer_token: str | None
+    api_key: str | None
+    tls_verify: bool
+    ca_bundle: str | None
+
+    def _check_credentials(self, kinds: Sequence[str], *, username_refuses: str = ":") -> None:
+        """At most one kind of credentials (``kinds``: field names, in the order the
+        messages name them), a password only with a user name, and a user name without
+        any of the characters ``username_refuses``.
+
+        Raises:
+            OptionError: naming the option, never showing a secret.
+        """
+        given = [spark_name(kind) for kind in kinds if getattr(self, kind) is not None]
+        if len(given) > 1:
+            described = [_CREDENTIAL_KINDS[kind] for kind in kinds]
+            listed = ", ".join(described[:-1]) + ", or " + described[-1]
+            raise OptionError(
+                given[1],
+                None,
+                "one kind of authentication",
+                message=f"options {given[0]!r} and {given[1]!r} contradict each other: "
+                f"set one kind of authentication ({listed})",
+            )
+        if self.basic_password is not None and self.basic_username is None:
+            raise OptionError(
+                "basicUsername",
+                None,
+                "a user name",
+                message="option 'basicPassword' needs 'basicUsername' as well",
+            )
+        username = self.basic_username
+        if username is not None and any(ch in username for ch in username_refuses):
+            raise OptionError("basicUsername", username, "a user name without ':'")
+
+    def _check_secret_values(self) -> None:
+        """Every secret option given is non-empty and has no line breaks.
+
+        Raises:
+            OptionError: naming the option, never showing the value.
+        """
+        for spec in option_specs(type(self)):
+            value = getattr(self, spec.name)
+            if spec.secret and value is not None and (not value or _has_control(value)):
+                raise OptionError(
+                    spec.spark_name, "<hidden>", "a non-empty value without line breaks"
+                )
+
+    def _check_tls(self) -> None:
+        """``caBundle`` only with ``tlsVerify``.
+
+        Raises:
+            OptionError: both ``caBundle`` and ``tlsVerify=false`` are set.
+        """
+        if self.ca_bundle is not None and not self.tls_verify:
+            raise OptionError(
+                "caBundle",
+                self.ca_bundle,
+                "no caBundle when tlsVerify is false",
+                message="options 'caBundle' and 'tlsVerify=false' contradict each other: "
+                "certificates are either verified against the bundle or not at all",
+            )
+
+    def basic_authorization(self) -> str:
+        """The ``Authorization`` value of basic authentication with these options."""
+        pair = f"{self.basic_username}:{self.basic_password or ''}".encode()
+        return "Basic " + base64.b64encode(pair).decode("ascii")
+
+
+def open_client(
+    *,
+    urls: Iterable[str],
+    tls_verify: bool,
+    ca_bundle: str | None,
+    connections: int,
+    timeout: httpx.Timeout,
+    transport: httpx.AsyncBaseTransport | None = None,
+    http2: bool = False,
+) -> httpx.AsyncClient:
+    """An ``httpx.AsyncClient`` for a writer: a pool of ``connections`` connections, no
+    redirects followed, and certificates verified (against ``ca_bundle`` if given) when
+    ``tls_verify`` is on and any of ``urls`` is https.
+
+    Raises:
+        OptionError: ``caBundle`` is not a readable PEM file of CA certificates.
+        ImportError: ``http2`` without the h2 package (with an install hint).
+    """
+    verify: ssl.SSLContext | bool = False
+    if tls_verify and any(url.lower().startswith("https:") for url in urls):
+        try:
+            verify = tls_context(ca_bundle, http2)
+        except (OSError, ssl.SSLError) as exc:
+            raise OptionError(
+                "caBundle", ca_bundle, f"a readable PEM file of CA certificates ({exc})"
+            ) from exc
+    try:
+        return httpx.AsyncClient(
+            http2=http2,
+            verify=verify,
+            timeout=timeout,
+            limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
+            transport=transport,
+            follow_redirects=False,
+        )
+    except ImportError as exc:
+        raise ImportError(
+            f"option 'http2' needs the h2 package: pip install asyncsink[http2] ({exc})"
+        ) from exc
+
+
+@functools.lru_cache(maxsize=16)
+def tls_context(ca_bundle: str | None, http2: bool) -> ssl.SSLContext:
+    """A verifying TLS context, shared by the writers of a process: loading the CA
+    certificates takes a tenth of a second or more, too long to repeat for every writer.
+    Keyed by ``http2`` too, since the connection pool sets its ALPN protocols on it.
+
+    Raises:
+        OSError, ssl.SSLError: ``ca_bundle`` cannot be read or holds no certificate.
+    """
+    if ca_bundle is None:
+        return httpx.create_ssl_context()
+    return ssl.create_default_context(cafile=ca_bundle)
+
+
+async def gzip_compress(body: bytes, level: int = 6) -> bytes:
+    """``body`` compressed with gzip, the same bytes for the same body every time (a
+    re-sent call carries the very bytes of its first send). Large bodies are compressed
+    in a worker thread, so that the event loop keeps serving other requests."""
+    compress = functools.partial(gzip.compress, body, compresslevel=level, mtime=0)
+    if len(body) >= _THREAD_GZIP_BYTES:
+        return await anyio.to_thread.run_sync(compress)
+    return compress()
+
+
+def _has_control(text: str) -> bool:
+    return any(ch in text for ch in _CONTROL_CHARS)
