@@ -758,3 +758,14 @@ async def test_replay_after_a_crash_between_send_and_record_duplicates_nothing(
         assert replay.reconciled == 0 and replay.resent_calls == 1
         assert stats.duplicate_applications == 100
         assert replay.skipped == 200 and replay.delivered == 800
+
+
+async def test_the_shims_own_logger_is_masked_while_the_writer_is_open(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="asyncsink.elasticsearch")
+    writer = create_writer({"hosts": "http://127.0.0.1:9", "index": "i", "apiKey": "s3cr3t-key"})
+    async with writer:
+        logging.getLogger("asyncsink.elasticsearch").warning("key is s3cr3t-key")
+    assert "s3cr3t-key" not in caplog.text
+    assert "key is ***" in caplog.text
