@@ -20,7 +20,12 @@ rotating order for several rounds after a warm-up; prints the median rows/s of e
 the ratios with their targets (asyncsink >= 10x a request per row, >= 3x batched).
 
     .venv/bin/python benchmarks/bench_spark.py [--rows N] [--rounds R] [--quick]
-        [--per-row-rows N] [--batched-rows N] [--latency-ms L] [--json PATH]
+        [--per-row-rows N] [--batched-rows N] [--latency-ms L] [--json PATH] [--profile]
+
+``--profile`` then profiles, by CPU time, what a Python worker does for one partition of
+100,000 rows, in this process: asyncsink's per-row path (``writer.write`` for each
+``Row``, as ``asyncsink.spark.runner`` does on its event loop) and the batched baseline,
+and prints where asyncsink's time goes.
 """
 
 from __future__ import annotations
@@ -165,6 +170,40 @@ class Bench:
         return count / elapsed
 
 
+# ---------------------------------------------------------------------- profiling
+
+
+def profile_partition(url: str, count: int) -> None:
+    """Profile one partition's Python side in this process: asyncsink vs batched requests."""
+    import anyio
+    from bench_http import print_profile, profile_cpu
+    from pyspark.sql import Row
+
+    from asyncsink.spark import SinkSpec
+
+    make = Row("id", "seq", "customer", "amount", "ok")
+    partition = [
+        make(f"r-{i:09d}", i, f"customer-{i % 9973:04d}", (i * 37) % 100_000 / 100, i % 7 != 0)
+        for i in range(count)
+    ]
+    spec = SinkSpec("http", {"url": url})
+
+    async def deliver() -> None:
+        writer = spec.build()
+        async with writer:
+            for row in partition:
+                await writer.write(row)
+
+    _, batched = profile_cpu(post_batched, url, iter(partition))
+    raw, total = profile_cpu(anyio.run, deliver)
+    print(
+        f"\nprofile (CPU time) of one partition's Python side, {count:,} rows: asyncsink "
+        f"{total:.2f} s, batched requests {batched:.2f} s ({total / batched:.2f}x); "
+        "asyncsink's time:"
+    )
+    print_profile(raw, total)
+
+
 # ---------------------------------------------------------------------- main
 
 
@@ -177,6 +216,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--latency-ms", type=float, default=20.0, help="server latency")
     parser.add_argument("--quick", action="store_true", help="100k / 500 / 50k rows, 2 rounds")
     parser.add_argument("--json", type=Path, help="write the results to this file")
+    parser.add_argument("--profile", action="store_true", help="profile one partition")
     args = parser.parse_args(argv)
     if args.quick:
         args.rows, args.per_row_rows, args.batched_rows, args.rounds = 100_000, 500, 50_000, 2
@@ -203,6 +243,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     runs[side].append(bench.timed(side, counts[side]))
         finally:
             spark.stop()
+        if args.profile:
+            server.reset()
+            profile_partition(server.ingest_url, 100_000)
     medians = {side: statistics.median(rates) for side, rates in runs.items()}
     print(
         f"Spark local[{PARTITIONS}], {PARTITIONS} partitions, rows of ~85 B JSON, endpoint "

@@ -140,7 +140,14 @@ def draw_chart(comparisons: list[dict[str, Any]], path: Path, caption: str) -> N
     ax.barh(names, values, color=colors)
     for index, row in enumerate(ratios):
         ax.plot([row["target"]] * 2, [index - 0.4, index + 0.4], color="black", lw=2)
-        ax.annotate(f" {row['ratio']:.2f}x", (row["ratio"], index), va="center", fontsize=8)
+        ax.annotate(
+            f"{row['ratio']:.2f}x",
+            (max(row["ratio"], row["target"]), index),
+            xytext=(5, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize=8,
+        )
     ax.set_xscale("log")
     ax.axvline(1.0, color="grey", lw=0.8, ls=":")
     ax.invert_yaxis()
@@ -155,8 +162,15 @@ def draw_chart(comparisons: list[dict[str, Any]], path: Path, caption: str) -> N
         ax.barh(names, values, color=colors)
         for index, row in enumerate(goals):
             ax.plot([row["target"]] * 2, [index - 0.4, index + 0.4], color="black", lw=2)
-            label = f" {row['asyncsink']:+.1f} {row['unit']}"
-            ax.annotate(label, (max(row["asyncsink"], 0), index), va="center", fontsize=8)
+            label = f"{row['asyncsink']:+.1f} {row['unit']}"
+            ax.annotate(
+                label,
+                (max(row["asyncsink"], 0), index),
+                xytext=(5, 0),
+                textcoords="offset points",
+                va="center",
+                fontsize=8,
+            )
         ax.invert_yaxis()
         ax.set_xlim(min(0.0, *values) - 1, max(row["target"] for row in goals) * 1.2)
         ax.set_xlabel("MB; black tick = limit")

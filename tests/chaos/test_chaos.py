@@ -81,10 +81,9 @@ def write_files(folder: Path, rows: int) -> tuple[set[str], int]:
         count = per_file + (1 if f < extra else 0)
         names = [f"c{f:02d}-{i:07d}" for i in range(count)]
         ids.update(names)
-        text = "\n".join(f'{{"id": "{name}", "v": {i}, "note": "chaos"}}' for i, name in
-                         enumerate(names)) + "\n"  # fmt: skip
+        lines = [f'{{"id": "{name}", "v": {i}, "note": "chaos"}}\n' for i, name in enumerate(names)]
         path = folder / f"part-{f:02d}.json"
-        path.write_text(text)
+        path.write_text("".join(lines))
         largest = max(largest, path.stat().st_size)
     return ids, largest
 
@@ -118,8 +117,7 @@ def test_streaming_under_chaos_stores_every_row_exactly_once(
     marks = tmp_path / "kills"
     marks.mkdir()
     rows_per_batch = ROWS // BATCHES
-    options = {
-        "url": "",
+    sink_options = {
         "recordStore": f"sqlite:///{tmp_path / 'records.db'}",
         "maxBatchSize": str(BATCH_SIZE),
         "initialBackoffMs": "10",
@@ -137,7 +135,7 @@ def test_streaming_under_chaos_stores_every_row_exactly_once(
     saved_split = conf.get(split_conf)
     queries: list[Any] = []
     with FaultServer(FAULTS) as server:
-        options["url"] = server.ingest_url
+        options = {"url": server.ingest_url, **sink_options}
         # Two partitions per micro-batch: each file is read in two splits.
         conf.set(split_conf, str(largest // 2 + 1))
         started = time.monotonic()
@@ -145,8 +143,11 @@ def test_streaming_under_chaos_stores_every_row_exactly_once(
             first = Batches(foreach_batch(factory, options, sink_id=sink_id), STOP_DURING)
             query = start_query(spark, tmp_path / "in", tmp_path / "checkpoint", first)
             queries.append(query)
-            wait_for(lambda: first.reached.is_set() or not query.isActive, TIMEOUT_S / 2,
-                     f"micro-batch {STOP_DURING}")  # fmt: skip
+            wait_for(
+                lambda: first.reached.is_set() or not query.isActive,
+                TIMEOUT_S / 2,
+                f"micro-batch {STOP_DURING}",
+            )
             assert query.isActive, f"the query stopped early: {query.exception()}"
             base = server.stats().requests
             wait_for(lambda: server.stats().requests >= base + 3, 60, "requests of the batch")
@@ -172,8 +173,9 @@ def test_streaming_under_chaos_stores_every_row_exactly_once(
     lost = len(expected - stored)
     duplicates = len(applied) - len(stored)
     unexpected = len(stored - expected)
-    writers = sum([*first.sink.statistics.values(), *second.sink.statistics.values()],
-                  WriterStatistics())  # fmt: skip
+    writers = sum(
+        [*first.sink.statistics.values(), *second.sink.statistics.values()], WriterStatistics()
+    )
     kills = sorted(path.name for path in marks.iterdir())
     statuses = ", ".join(f"{status}: {count:,}" for status, count in endpoint.statuses.items())
     report = f"""
@@ -191,8 +193,9 @@ entries failed inside accepted requests; {endpoint.resets} connections reset; \
 the idempotency store; {endpoint.conflicts} conflicts
   writers (attempts that finished): {writers.summary()}; {writers.resent_calls} calls \
 re-sent by a retried task or a replayed batch, {writers.late_responses} late responses
-  retries: {writers.retried:,} entries re-sent, {writers.requests_failed:,} requests failed \
-({writers.throttled:,} throttled, {writers.timeouts:,} timed out)
+  retries: {writers.retried:,} entries re-sent; {writers.requests_failed:,} requests failed \
+whole ({writers.timeouts:,} of them timed out); {writers.throttled:,} answers throttled \
+(429/503, whole or per entry)
   lost: {lost}   duplicates: {duplicates}   unexpected: {unexpected}"""
     with capsys.disabled():
         print(report)
