@@ -118,6 +118,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         self._max_batch = options.max_batch_size  # lowered while the AIMD window is smaller
         self._written = 0
         self._clock = time.monotonic()
+        self._log_sync_scheduled = False
         self._scope = f"writer-{uuid.uuid4()}"
         self._next_seq = 0
         self._next_call = 0
@@ -534,9 +535,23 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         else:
             assert result is not None
             self._on_response(call, result, now)
+        if self._log is not None and not self._log_sync_scheduled and self._tg is not None:
+            self._log_sync_scheduled = True
+            self._tg.start_soon(self._save_outcomes)
         self._pump()
         self._wake_timer()
         self._signal()
+
+    async def _save_outcomes(self) -> None:
+        """Persist the terminal records of calls that just settled, together (one store
+        write for all that settle meanwhile), so a retried task skips their entries."""
+        assert self._log is not None
+        await anyio.lowlevel.checkpoint()
+        self._log_sync_scheduled = False
+        try:
+            await self._log.sync()
+        except Exception as exc:
+            self._fail(exc)
 
     def _on_request_failed(
         self, call: _Call[EntryT], error: BaseException | None, timed_out: bool, now: float
