@@ -288,7 +288,8 @@ class SinkOptions(Options):
     )
     rate_limiting: bool = option(
         True,
-        doc="Adapt in-flight entries (AIMD): grow on success, halve when the destination throttles.",
+        doc="Adapt in-flight entries (AIMD): grow on success, halve when the destination "
+        "throttles.",
     )
     dead_letter: str | Callable[..., Any] | None = option(
         None,

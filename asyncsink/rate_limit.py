@@ -5,9 +5,9 @@ The window is how many entries may be in flight at once. It starts at its ceilin
 that succeeds in full (additive increase) and halves when the destination throttles: a
 whole request refused with a throttling error, or entries refused as throttled
 (multiplicative decrease). Entries that failed for other reasons are retried without
-shrinking the window: a scattered bad item is no sign of congestion. Failures of requests that were already in flight
-when the window last shrank do not shrink it again: one congestion event, one halving,
-as TCP does per round trip.
+shrinking the window: a scattered bad item is no sign of congestion. Throttled requests
+that were already in flight when the window last shrank do not shrink it again: one
+congestion event, one halving, as TCP does per round trip.
 """
 
 from __future__ import annotations
