@@ -131,8 +131,7 @@ async def _deliver(
         writer = spec.build(call_log=call_log)
         async with writer:
             async for chunk in receive:
-                for row in chunk:
-                    await writer.write(row)
+                await writer.write_all(chunk)
     stats = writer.statistics()
     log.info("%s: %s", scope or "partition", stats.summary())
     return stats

@@ -105,7 +105,7 @@ class JsonEntryEncoder:
     def __call__(self, element: Any) -> bytes:
         as_dict = getattr(element, "asDict", None)
         if as_dict is not None:
-            element = as_dict(recursive=True)
+            element = as_dict()  # nested rows reach ``default`` and are converted there
         try:
             data = orjson.dumps(element, default=self._default, option=_OPTIONS)
         except TypeError as exc:
