@@ -22,33 +22,15 @@ import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
 import anyio
+from bench_writer import NullWriter  # the same null destination as the writer benchmark
 
-from asyncsink import AsyncSinkWriter, CallLog, Scope, SinkOptions
+from asyncsink import CallLog, Scope, SinkOptions
 from asyncsink.stores.sqlite import SQLiteStore
 
 BATCH = 500
 IN_FLIGHT = 16
-
-
-class NullWriter(AsyncSinkWriter[bytes, bytes]):
-    def __init__(self, latency: float, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.latency = latency
-        self.received = 0
-
-    def convert(self, element: bytes) -> bytes:
-        return element
-
-    def entry_size(self, entry: bytes) -> int:
-        return len(entry)
-
-    async def submit_request_entries(self, entries: list[bytes]) -> None:
-        if self.latency:
-            await anyio.sleep(self.latency)
-        self.received += len(entries)
 
 
 class CountingStore(SQLiteStore):
