@@ -78,7 +78,7 @@ from anyio.from_thread import BlockingPortal
 from ..errors import CorruptRecordError, DurableError, FencedError
 from ..request import idempotency_key
 from ..stores.base import RecordStore, Scope
-from .records import FAILED, PENDING, SUCCEEDED
+from .records import FAILED, PENDING, SUCCEEDED, load_json_object
 
 __all__ = [
     "FN_PREFIX",
@@ -214,12 +214,7 @@ def decode_fn_record(data: bytes) -> FnRecord:
     Raises:
         ValueError: the bytes are not a record this version can read (the message says why).
     """
-    try:
-        body = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise ValueError(f"not JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise ValueError("not a JSON object")
+    body = load_json_object(data)
     if body.get("v") != _FORMAT_VERSION:
         raise ValueError(f"unknown format version {body.get('v')!r}")
     for name, kind in (("call", int), ("fn", str), ("args", str), ("status", str)):

@@ -38,6 +38,7 @@ __all__ = [
     "decode_record",
     "encode_record",
     "from_ranges",
+    "load_json_object",
     "to_ranges",
 ]
 
@@ -110,11 +111,11 @@ def encode_record(record: CallRecord) -> bytes:
     return orjson.dumps(body)
 
 
-def decode_record(data: bytes) -> CallRecord:
-    """Decode a stored record (format 1 or 2).
+def load_json_object(data: bytes) -> dict[str, Any]:
+    """The JSON object a stored record holds.
 
     Raises:
-        ValueError: the bytes are not a record this version can read (the message says why).
+        ValueError: the bytes are not JSON, or not a JSON object.
     """
     try:
         body = orjson.loads(data)
@@ -122,6 +123,16 @@ def decode_record(data: bytes) -> CallRecord:
         raise ValueError(f"not JSON: {exc}") from None
     if not isinstance(body, dict):
         raise ValueError("not a JSON object")
+    return body
+
+
+def decode_record(data: bytes) -> CallRecord:
+    """Decode a stored record (format 1 or 2).
+
+    Raises:
+        ValueError: the bytes are not a record this version can read (the message says why).
+    """
+    body = load_json_object(data)
     version = body.get("v", 1)
     if version not in (1, FORMAT_VERSION):
         raise ValueError(f"unknown format version {version!r}")
