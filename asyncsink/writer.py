@@ -21,6 +21,7 @@ import time
 import uuid
 from collections.abc import AsyncIterable, Collection, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
@@ -72,11 +73,14 @@ class WriterSnapshot(Generic[EntryT]):
 
 
 class _Call(Generic[EntryT]):
-    __slots__ = ("info", "items", "settled", "started")
+    __slots__ = ("info", "items", "size", "settled", "started")
 
-    def __init__(self, info: CallInfo, items: list[Item[EntryT]], started: float) -> None:
+    def __init__(
+        self, info: CallInfo, items: list[Item[EntryT]], size: int, started: float
+    ) -> None:
         self.info = info
         self.items = items
+        self.size = size
         self.started = started
         self.settled = False
 
@@ -125,6 +129,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         self._flushing = 0
         self._fatal: BaseException | None = None
         self._exhausted: list[Item[EntryT]] = []
+        self._attempts: dict[int, int] = {}  # seq -> failed attempts, while it has any
         self._last_error: BaseException | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._timer_scope: anyio.CancelScope | None = None
@@ -278,18 +283,31 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             await self._after_accept()
 
     async def write_all(self, elements: Iterable[InputT] | AsyncIterable[InputT]) -> None:
-        """``write`` each element in turn (faster than a loop of ``write`` calls)."""
+        """``write`` each element in turn, the same as a loop of ``write`` calls but
+        several times faster: elements are taken in runs of up to ``maxBatchSize``.
+
+        Raises:
+            BadRecordError: as ``write``; the elements before the bad one are accepted.
+            FatalError, FencedError, WriterStateError: as ``write``.
+        """
         if isinstance(elements, AsyncIterable):
             async for element in elements:
                 await self.write(element)
             return
-        buffer, accept = self._buffer, self._accept
-        for element in elements:
+        iterator = iter(elements)
+        buffer = self._buffer
+        run = max(1, self.options.max_batch_size)
+        while True:
             if self._state is not _State.OPEN or self._fatal is not None:
                 self._check_usable()
-            if buffer.count >= self._max_buffered:
+            room = self._max_buffered - buffer.count
+            if room <= 0:
                 await self._make_room()
-            if accept(element):
+                continue
+            chunk = list(islice(iterator, min(room, run)))
+            if not chunk:
+                return
+            if self._accept_many(chunk):
                 await self._after_accept()
 
     async def _make_room(self) -> None:
@@ -328,7 +346,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             return False
         self._written += 1
         buffer = self._buffer
-        if buffer._fresh:
+        if buffer.fresh_count:
             # Only the oldest entry's time sets a deadline; a later entry may carry an
             # earlier clock reading, which can only make it leave sooner.
             now = self._clock
@@ -339,10 +357,66 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             if self._log.admit(seq, entry, size, now):
                 self._take_from_log()
                 return self._log.needs_sync
-        buffer.append(Item(seq, entry, size, now))
-        if len(buffer._fresh) >= self._max_batch or buffer.fresh_bytes >= self._max_bytes:
+        buffer.append((seq, entry, size), now)
+        if buffer.fresh_count >= self._max_batch or buffer.fresh_bytes >= self._max_bytes:
             return self._pump()
         return False
+
+    def _accept_many(self, elements: list[InputT]) -> bool:
+        """``_accept`` each of ``elements``, converting them in one tight loop and adding
+        them to the buffer together; ``True`` when the caller should yield."""
+        if self._skip_all or (self._log is not None and self._log.recovering):
+            started = False
+            for element in elements:  # the log may take each one
+                started = self._accept(element) or started
+            return started
+        convert, entry_size, max_record = self.convert, self.entry_size, self._max_record
+        items: list[Item[EntryT]] = []
+        total = 0
+        seq = self._next_seq
+        for element in elements:
+            try:
+                entry = convert(element)
+            except Exception as exc:
+                self._commit(items, total)
+                items, total = [], 0
+                reason = f"conversion failed: {type(exc).__name__}: {exc}"
+                self._reject(seq, reason, element=element)
+                seq += 1
+                continue
+            size = entry_size(entry)
+            if size > max_record:
+                self._commit(items, total)
+                items, total = [], 0
+                reason = f"entry of {size} bytes exceeds maxRecordSizeInBytes ({max_record})"
+                self._reject(seq, reason, entry=entry)
+                seq += 1
+                continue
+            items.append((seq, entry, size))
+            total += size
+            seq += 1
+        self._commit(items, total)
+        buffer = self._buffer
+        if buffer.fresh_count >= self._max_batch or buffer.fresh_bytes >= self._max_bytes:
+            return self._pump()
+        return False
+
+    def _commit(self, items: list[Item[EntryT]], size: int) -> None:
+        """Add converted entries, numbered from ``_next_seq`` on, to the buffer."""
+        if not items:
+            return
+        if not self._buffer.fresh_count:
+            self._wake.set()
+        self._clock = now = time.monotonic()
+        self._buffer.extend(items, size, now)
+        self._next_seq = items[-1][0] + 1
+        self._written += len(items)
+
+    def _reject(self, seq: int, reason: str, *, entry: Any = None, element: Any = None) -> None:
+        """Element number ``seq`` is a bad record: its number is used up either way."""
+        self._next_seq = seq + 1
+        self._bad_record(seq, reason, entry=entry, element=element)
+        self._written += 1  # accepted into the dead-letter target
 
     async def flush(self) -> None:
         """The barrier: return once every accepted entry is acknowledged.
@@ -442,13 +516,13 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             )
             if not send_fresh and not buffer.has_ready_retry(now):
                 break
-            items, pinned = buffer.take(
+            items, size, pinned = buffer.take(
                 limit, self.options.max_batch_size_in_bytes, now, include_fresh=send_fresh
             )
             if not items:
                 break
             info = pinned if pinned is not None else self._new_call(items)
-            call = _Call(info, items, now)
+            call = _Call(info, items, size, now)
             self._calls[info.call_id] = call
             self._in_flight_entries += len(items)
             self._tg.start_soon(self._send, call)
@@ -462,7 +536,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             return self._log.new_call(items)
         call_id = self._next_call
         self._next_call += 1
-        seqs = tuple(item.seq for item in items)
+        seqs = tuple([item[0] for item in items])
         return CallInfo(call_id, idempotency_key(self._scope, call_id), self._scope, seqs)
 
     async def _timer_loop(self) -> None:
@@ -495,7 +569,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         try:
             if self._log is not None:
                 await self._log.sync()  # PENDING is durable before the request leaves
-            entries = [item.entry for item in call.items]
+            entries = [item[1] for item in call.items]
             deadline = time.monotonic() + self._timeout
             with anyio.move_on_after(self._timeout) as scope:
                 answer = await self.submit_request_entries(entries)
@@ -583,15 +657,22 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         items = call.items
         retry = set(result.retry)
         rejected = result.rejected
-        acked: list[int] = []
-        sent_bytes = 0
-        for index, item in enumerate(items):
-            sent_bytes += item.size
-            if index not in retry and index not in rejected:
-                acked.append(item.seq)
+        if retry or rejected:
+            acked = [
+                item[0]
+                for index, item in enumerate(items)
+                if index not in retry and index not in rejected
+            ]
+        else:
+            acked = [item[0] for item in items]
         self._counts["delivered"] += len(acked)
-        self._counts["bytes_sent"] += sent_bytes
-        rejected_seqs = {items[index].seq: reason for index, reason in rejected.items()}
+        self._counts["bytes_sent"] += call.size
+        rejected_seqs = {items[index][0]: reason for index, reason in rejected.items()}
+        if self._attempts:
+            for seq in acked:
+                self._attempts.pop(seq, None)
+            for seq in rejected_seqs:
+                self._attempts.pop(seq, None)
         if self._log is not None:
             # Rejected entries count as settled only once they are dead-lettered; without a
             # target they fail the task, and its retry must meet them again.
@@ -600,9 +681,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         for index, reason in rejected.items():
             try:
                 self._bad_record(
-                    items[index].seq,
-                    f"rejected by the destination: {reason}",
-                    entry=items[index].entry,
+                    items[index][0], f"rejected by the destination: {reason}", entry=items[index][1]
                 )
             except BadRecordError as exc:
                 self._fail(exc, call)
@@ -637,12 +716,16 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         self._last_error = error
         attempts = 0
         kept: list[Item[EntryT]] = []
+        attempts_of, max_retries = self._attempts, self.options.max_retries
         for item in items:
-            item.attempts += 1
-            attempts = max(attempts, item.attempts)
-            if item.attempts > self.options.max_retries:
+            seq = item[0]
+            count = attempts_of.get(seq, 0) + 1
+            attempts = max(attempts, count)
+            if count > max_retries:
+                attempts_of.pop(seq, None)
                 self._exhausted.append(item)
             else:
+                attempts_of[seq] = count
                 kept.append(item)
         if len(kept) < len(items):
             log.warning(
@@ -676,13 +759,12 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         assert self._log is not None
         now = time.monotonic()
         released, resends = self._log.take_released()
-        for seq, entry, size in released:
+        for item in released:
             if not self._buffer.fresh_count:
                 self._wake_timer()
-            self._buffer.append(Item(seq, entry, size, now))
+            self._buffer.append(item, now)
         for info, parts in resends:
-            items = [Item(seq, entry, size, now) for seq, entry, size in parts]
-            self._buffer.requeue(items, now, info)
+            self._buffer.requeue(list(parts), now, info)
             self._wake_timer()
 
     # ------------------------------------------------------------------ state
@@ -692,8 +774,8 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         itself at this moment (in-flight requests count as unsent)."""
         entries: list[tuple[int, EntryT]] = []
         for call in self._calls.values():
-            entries.extend((item.seq, item.entry) for item in call.items)
-        entries.extend((item.seq, item.entry) for item in self._buffer)
+            entries.extend((item[0], item[1]) for item in call.items)
+        entries.extend((item[0], item[1]) for item in self._buffer)
         return WriterSnapshot(tuple(entries), self._next_seq)
 
     def restore(self, snapshot: WriterSnapshot[EntryT]) -> None:
@@ -707,7 +789,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             raise WriterStateError("restore() needs a writer nothing was written to yet")
         now = time.monotonic()
         for seq, entry in snapshot.entries:
-            self._buffer.append(Item(seq, entry, self.entry_size(entry), now))
+            self._buffer.append((seq, entry, self.entry_size(entry)), now)
         self._written += len(snapshot.entries)
         self._next_seq = snapshot.next_seq
         self._wake_timer()

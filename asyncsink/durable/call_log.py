@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import zlib
 from collections.abc import Awaitable, Callable, Collection, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 import orjson
@@ -54,12 +54,6 @@ _CALL_PREFIX = "call:"
 Reconciler = Callable[[CallInfo], Awaitable[Collection[int] | None]]
 Serializer = Callable[[Any], bytes]
 Released = tuple[int, Any, int]  # (seq, entry, size)
-
-
-class _Sized(Protocol):
-    seq: int
-    entry: Any
-    size: int
 
 
 def _key(call_id: int) -> str:
@@ -288,12 +282,12 @@ class CallLog:
 
     # ------------------------------------------------------------------ recording
 
-    def new_call(self, items: Sequence[_Sized]) -> CallInfo:
+    def new_call(self, items: Sequence[Released]) -> CallInfo:
         """Number a new request and queue its PENDING record."""
         call_id = self.next_call_id
         self.next_call_id += 1
-        seqs = tuple(item.seq for item in items)
-        entries = [item.entry for item in items]
+        seqs = tuple([item[0] for item in items])
+        entries = [item[1] for item in items]
         try:
             crcs = tuple(map(zlib.crc32, entries))  # entries that are bytes already
         except TypeError:
