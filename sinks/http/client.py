@@ -28,6 +28,7 @@ from asyncsink.options import Options, option_specs, spark_name
 from asyncsink.writer import AsyncSinkWriter
 
 from .redact import Redactor, mask_in_logs, unmask_in_logs
+from .transport import AiohttpTransport
 
 __all__ = [
     "ClientOptions",
@@ -229,7 +230,9 @@ def open_client(
 ) -> httpx.AsyncClient:
     """An ``httpx.AsyncClient`` for a writer: a pool of ``connections`` connections, no
     redirects followed, and certificates verified (against ``ca_bundle`` if given) when
-    ``tls_verify`` is on and any of ``urls`` is https.
+    ``tls_verify`` is on and any of ``urls`` is https. Its HTTP/1.1 requests go through
+    aiohttp (see ``sinks.http.transport``) unless a ``transport`` is given; with
+    ``http2``, httpx's own stack offers HTTP/2.
 
     Raises:
         OptionError: ``caBundle`` is not a readable PEM file of CA certificates.
@@ -243,6 +246,8 @@ def open_client(
             raise OptionError(
                 "caBundle", ca_bundle, f"a readable PEM file of CA certificates ({exc})"
             ) from exc
+    if transport is None and not http2:
+        transport = AiohttpTransport(connections=connections, verify=verify)
     try:
         return httpx.AsyncClient(
             http2=http2,

@@ -2,7 +2,7 @@
 
 ``Redactor`` replaces every known secret (in its raw, percent-encoded and JSON-escaped
 forms) with ``***``. ``mask_in_logs`` lets the HTTP client's own loggers (httpx,
-httpcore, hpack), asyncsink's and those a shim names share that protection while a writer
+httpcore, hpack, aiohttp), asyncsink's and those a shim names share that protection while a writer
 is open: at DEBUG level they log response headers, and hpack logs the request headers of
 HTTP/2 connections, which is where a server echoing a credential, or an API-key header,
 would otherwise surface.
@@ -30,6 +30,7 @@ _CLIENT_LOGGERS = (
     "httpcore.proxy",
     "hpack.hpack",
     "hpack.table",
+    "aiohttp.client",
     "asyncsink",
     "asyncsink.durable",
     "asyncsink.spark",

@@ -132,7 +132,7 @@ class Cluster:
 
 @pytest.fixture
 def cluster() -> Iterator[Cluster]:
-    with respx.mock(assert_all_called=False) as router:
+    with respx.mock(using="httpx", assert_all_called=False) as router:
         yield Cluster(router)
 
 

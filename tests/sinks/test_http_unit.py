@@ -36,6 +36,7 @@ from asyncsink import (
 from sinks.http import EntryEncodingError, HttpOptions, HttpWriter, JsonEntryEncoder, create_writer
 from sinks.http.classify import error_for_transport, parse_items, parse_retry_after
 from sinks.http.redact import Redactor
+from sinks.http.transport import AiohttpTransport
 
 pytestmark = pytest.mark.anyio
 
@@ -81,7 +82,7 @@ class Endpoint:
 
 @pytest.fixture
 def endpoint() -> Iterator[Endpoint]:
-    with respx.mock(assert_all_called=False) as router:
+    with respx.mock(using="httpx", assert_all_called=False) as router:
         yield Endpoint(router)
 
 
@@ -586,7 +587,7 @@ def call_info(seqs: tuple[int, ...] = (4, 5, 6)) -> CallInfo:
 async def test_reconcile_reads_the_status_resource(
     status: int, payload: Any, held: tuple[int, ...] | None
 ) -> None:
-    with respx.mock() as router:
+    with respx.mock(using="httpx") as router:
         route = router.get(url__startswith="https://sink.test/status/").mock(
             return_value=httpx.Response(status, json=payload)
         )
@@ -601,7 +602,7 @@ async def test_reconcile_reads_the_status_resource(
 
 
 async def test_reconcile_without_answer_or_template_cannot_tell() -> None:
-    with respx.mock() as router:
+    with respx.mock(using="httpx") as router:
         router.get(url__startswith="https://sink.test/").mock(
             side_effect=httpx.ConnectError("refused")
         )
@@ -738,6 +739,11 @@ async def test_an_unreadable_ca_bundle_fails_on_open(tmp_path: Any) -> None:
 
 async def test_the_pool_holds_max_in_flight_connections() -> None:
     w = writer(fast(max_in_flight_requests=3))
+    async with w:
+        transport = w._client._transport  # type: ignore[union-attr]
+        assert isinstance(transport, AiohttpTransport)
+        assert transport.connections == 3
+    w = writer(fast(max_in_flight_requests=3), http2=True)
     async with w:
         pool = w._client._transport._pool  # type: ignore[union-attr]
         assert pool._max_connections == 3

@@ -1,0 +1,129 @@
+"""``AiohttpTransport``: an httpx transport that sends HTTP/1.1 requests over aiohttp.
+
+The shims speak httpx (requests, responses, errors, mock transports in tests), but the
+transport under an ``httpx.AsyncClient`` decides what a request costs. httpx's own
+HTTP/1.1 stack parses in pure Python and costs several times the CPU of aiohttp's, whose
+parser is compiled; with batches already cheap to build, that cost is most of what a
+sink spends per request. So a writer's client sends its HTTP/1.1 requests through
+aiohttp's connection pool, and only HTTP/2 (which aiohttp does not speak) takes httpx's
+own stack.
+
+Everything above the transport stays httpx's: headers, timeouts (``connect`` and
+``read`` per request), redirects (not followed) and response decoding. aiohttp's errors
+come back as the httpx errors for the same failure, so callers classify one family.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import AsyncIterator
+
+import aiohttp
+import httpx
+import yarl
+
+__all__ = ["AiohttpTransport"]
+
+_CHUNK = 64 * 1024
+
+
+class AiohttpTransport(httpx.AsyncBaseTransport):
+    """Sends httpx requests with one ``aiohttp.ClientSession`` (opened on first use, in
+    the running event loop) holding at most ``connections`` connections.
+
+    Args:
+        connections: the pool's size; requests beyond it wait for a connection.
+        verify: ``False`` to skip certificate checks, else the TLS context to verify with.
+    """
+
+    def __init__(self, *, connections: int, verify: ssl.SSLContext | bool) -> None:
+        self.connections = connections
+        self._verify = verify
+        self._session: aiohttp.ClientSession | None = None
+
+    def _open(self) -> aiohttp.ClientSession:
+        connector = aiohttp.TCPConnector(limit=self.connections, limit_per_host=0, ssl=self._verify)
+        return aiohttp.ClientSession(
+            connector=connector,
+            auto_decompress=False,  # httpx decodes the body by its content-encoding
+            cookie_jar=aiohttp.DummyCookieJar(),
+            trust_env=False,  # httpx's client mounts proxies itself
+            timeout=aiohttp.ClientTimeout(total=None),
+        )
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        session = self._session
+        if session is None or session.closed:
+            session = self._session = self._open()
+        limits = request.extensions.get("timeout", {})
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=limits.get("connect"), sock_read=limits.get("read")
+        )
+        body = await request.aread()
+        try:
+            response = await session.request(
+                request.method,
+                yarl.URL(str(request.url), encoded=True),
+                data=body or None,
+                headers=request.headers.multi_items(),
+                allow_redirects=False,
+                timeout=timeout,
+            )
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise _httpx_error(exc, request) from exc
+        return httpx.Response(
+            response.status,
+            headers=response.raw_headers,
+            stream=_Body(response, request),
+            extensions={
+                "http_version": b"HTTP/1.1",
+                "reason_phrase": (response.reason or "").encode("ascii", "replace"),
+            },
+        )
+
+    async def aclose(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+
+
+class _Body(httpx.AsyncByteStream):
+    """A response body read from aiohttp as httpx asks for it."""
+
+    def __init__(self, response: aiohttp.ClientResponse, request: httpx.Request) -> None:
+        self._response = response
+        self._request = request
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        content = self._response.content
+        try:
+            while chunk := await content.read(_CHUNK):
+                yield chunk
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise _httpx_error(exc, self._request) from exc
+
+    async def aclose(self) -> None:
+        self._response.release()
+
+
+def _httpx_error(
+    exc: aiohttp.ClientError | TimeoutError, request: httpx.Request
+) -> httpx.HTTPError:
+    """The httpx error for what aiohttp raised (the caller chains ``exc`` as its cause)."""
+    message = str(exc) or type(exc).__name__
+    error: httpx.HTTPError
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        error = httpx.ConnectTimeout(message, request=request)
+    elif isinstance(exc, TimeoutError):
+        error = httpx.ReadTimeout(message, request=request)
+    elif isinstance(exc, aiohttp.ClientConnectorError):
+        error = httpx.ConnectError(message, request=request)
+    elif isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError):
+        error = httpx.RemoteProtocolError(message, request=request)
+    elif isinstance(exc, aiohttp.ClientResponseError):
+        error = httpx.RemoteProtocolError(message, request=request)
+    elif isinstance(exc, aiohttp.InvalidURL):
+        error = httpx.UnsupportedProtocol(message, request=request)
+    else:  # the connection failed while the request was sent or answered
+        error = httpx.ReadError(message, request=request)
+    return error
