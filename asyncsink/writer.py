@@ -161,6 +161,17 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         An exception makes the element a bad record (position and reason reported).
         """
 
+    def convert_all(self, elements: list[InputT]) -> list[EntryT]:
+        """Convert a run of elements, one entry per element, in order.
+
+        The writer converts what ``write_all`` is given in runs; the default calls
+        ``convert`` on each element. Override it when a run converts faster at once. If
+        it raises, the writer converts that run again one element at a time, with
+        ``convert``, to report the bad record at its position.
+        """
+        convert = self.convert
+        return [convert(element) for element in elements]
+
     @abc.abstractmethod
     def entry_size(self, entry: EntryT) -> int:
         """The entry's size in bytes, as the destination counts it for its limits."""
@@ -363,60 +374,42 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         return False
 
     def _accept_many(self, elements: list[InputT]) -> bool:
-        """``_accept`` each of ``elements``, converting them in one tight loop and adding
-        them to the buffer together; ``True`` when the caller should yield."""
-        if self._skip_all or (self._log is not None and self._log.recovering):
-            started = False
-            for element in elements:  # the log may take each one
-                started = self._accept(element) or started
-            return started
-        convert, entry_size, max_record = self.convert, self.entry_size, self._max_record
-        items: list[Item[EntryT]] = []
-        total = 0
-        seq = self._next_seq
-        for element in elements:
+        """``_accept`` each of ``elements``, converting and buffering them together when
+        none of them needs a closer look; ``True`` when the caller should yield."""
+        if not (self._skip_all or (self._log is not None and self._log.recovering)):
             try:
-                entry = convert(element)
-            except Exception as exc:
-                self._commit(items, total)
-                items, total = [], 0
-                reason = f"conversion failed: {type(exc).__name__}: {exc}"
-                self._reject(seq, reason, element=element)
-                seq += 1
-                continue
-            size = entry_size(entry)
-            if size > max_record:
-                self._commit(items, total)
-                items, total = [], 0
-                reason = f"entry of {size} bytes exceeds maxRecordSizeInBytes ({max_record})"
-                self._reject(seq, reason, entry=entry)
-                seq += 1
-                continue
-            items.append((seq, entry, size))
-            total += size
-            seq += 1
-        self._commit(items, total)
+                entries = self.convert_all(elements)
+            except Exception:
+                entries = None  # one of them is a bad record: find it below
+            if entries is not None:
+                if len(entries) != len(elements):
+                    raise TypeError(
+                        f"convert_all returned {len(entries)} entries for {len(elements)} "
+                        "elements (it must return one entry per element, in order)"
+                    )
+                sizes = list(map(self.entry_size, entries))
+                if not sizes or max(sizes) <= self._max_record:
+                    seq = self._next_seq
+                    items = list(zip(range(seq, seq + len(entries)), entries, sizes, strict=True))
+                    return self._commit(items, sum(sizes))
+        started = False
+        for element in elements:
+            started = self._accept(element) or started
+        return started
+
+    def _commit(self, items: list[Item[EntryT]], size: int) -> bool:
+        """Add converted entries, numbered from ``_next_seq`` on, to the buffer; ``True``
+        when requests started (the caller should yield)."""
         buffer = self._buffer
+        if not buffer.fresh_count:
+            self._wake.set()
+        self._clock = now = time.monotonic()
+        buffer.extend(items, size, now)
+        self._next_seq += len(items)
+        self._written += len(items)
         if buffer.fresh_count >= self._max_batch or buffer.fresh_bytes >= self._max_bytes:
             return self._pump()
         return False
-
-    def _commit(self, items: list[Item[EntryT]], size: int) -> None:
-        """Add converted entries, numbered from ``_next_seq`` on, to the buffer."""
-        if not items:
-            return
-        if not self._buffer.fresh_count:
-            self._wake.set()
-        self._clock = now = time.monotonic()
-        self._buffer.extend(items, size, now)
-        self._next_seq = items[-1][0] + 1
-        self._written += len(items)
-
-    def _reject(self, seq: int, reason: str, *, entry: Any = None, element: Any = None) -> None:
-        """Element number ``seq`` is a bad record: its number is used up either way."""
-        self._next_seq = seq + 1
-        self._bad_record(seq, reason, entry=entry, element=element)
-        self._written += 1  # accepted into the dead-letter target
 
     async def flush(self) -> None:
         """The barrier: return once every accepted entry is acknowledged.

@@ -185,16 +185,15 @@ class ElasticsearchWriter(HttpClientWriter[Any, BulkEntry]):
             RetryableError: no node could be connected to, or the request got no answer.
             FatalError: the request cannot be sent (a TLS certificate was refused...).
         """
-        client = self._require_client()
         pool = self._hosts
         failures: list[str] = []
         last: httpx.HTTPError | None = None
         for host in pool.order():
-            request = client.build_request(
+            request = self._build_request(
                 method, host + path, content=content, headers=headers, timeout=self._timeouts
             )
             try:
-                response = await client.send(request)
+                response = await self._send_request(request)
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
                 problem = error_for_transport(exc, request, self._redact)
                 if isinstance(problem, FatalError):
@@ -256,6 +255,9 @@ class ElasticsearchWriter(HttpClientWriter[Any, BulkEntry]):
                 await super().__aexit__(type(error), error, error.__traceback__)
                 raise
         await super().__aexit__(exc_type, exc, tb)
+
+    def _first_url(self) -> str:
+        return self.es.host_urls[0]
 
     def _open_client(self) -> httpx.AsyncClient:
         es = self.es

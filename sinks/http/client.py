@@ -16,7 +16,7 @@ import base64
 import functools
 import gzip
 import ssl
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, ClassVar, Self, TypeVar
 
@@ -79,6 +79,7 @@ class HttpClientWriter(AsyncSinkWriter[InputT, EntryT]):
         super().__init__(**kwargs)
         self._client = client
         self._owns_client = client is None
+        self._direct: AiohttpTransport | None = None
         self._transport = transport
         self._secrets = list(secrets)
         self._redact = Redactor(self._secrets)
@@ -92,6 +93,10 @@ class HttpClientWriter(AsyncSinkWriter[InputT, EntryT]):
             OptionError: the options do not allow one (an unreadable ``caBundle``...).
         """
 
+    @abc.abstractmethod
+    def _first_url(self) -> str:
+        """The URL the writer's requests go to (the first one, if several)."""
+
     def _require_client(self) -> httpx.AsyncClient:
         """The open client.
 
@@ -102,11 +107,58 @@ class HttpClientWriter(AsyncSinkWriter[InputT, EntryT]):
             raise WriterStateError("the writer is not open: use it inside 'async with'")
         return self._client
 
+    def _build_request(
+        self,
+        method: str,
+        url: httpx.URL | str,
+        *,
+        headers: Mapping[str, str],
+        timeout: httpx.Timeout,
+        content: bytes | None = None,
+    ) -> httpx.Request:
+        """A request for ``_send_request``.
+
+        Raises:
+            WriterStateError: the writer is not open.
+        """
+        client = self._require_client()
+        if self._direct is not None:
+            extensions = {"timeout": timeout.as_dict()}
+            return httpx.Request(
+                method, url, content=content, headers=headers, extensions=extensions
+            )
+        return client.build_request(method, url, content=content, headers=headers, timeout=timeout)
+
+    async def _send_request(self, request: httpx.Request) -> httpx.Response:
+        """Send ``request`` and read its answer in full.
+
+        The client a writer opened sends through aiohttp; the writer then hands its
+        requests to that transport itself, skipping what the client adds to each one
+        (cookies, authentication flows, redirects, event hooks), none of which a writer
+        uses: a fifth of the CPU time of a small request.
+
+        Raises:
+            httpx.HTTPError: the request got no answer.
+            WriterStateError: the writer is not open.
+        """
+        client = self._require_client()
+        direct = self._direct
+        if direct is None:
+            return await client.send(request)
+        response = await direct.handle_async_request(request)
+        try:
+            await response.aread()
+        finally:
+            await response.aclose()
+        response.request = request
+        return response
+
     async def __aenter__(self) -> Self:
         if self._masking:  # already open: let the core say so
             return await super().__aenter__()
         if self._client is None:
             self._client = self._open_client()
+            self._direct = _aiohttp_transport(self._client, self._first_url())
         mask_in_logs(self._secrets, self.logger_names)
         self._masking = True
         try:
@@ -130,7 +182,7 @@ class HttpClientWriter(AsyncSinkWriter[InputT, EntryT]):
         client = self._client
         try:
             if self._owns_client and client is not None:
-                self._client = None
+                self._client = self._direct = None
                 await client.aclose()
         finally:
             if self._masking:
@@ -285,6 +337,18 @@ async def gzip_compress(body: bytes, level: int = 6) -> bytes:
     if len(body) >= _THREAD_GZIP_BYTES:
         return await anyio.to_thread.run_sync(compress)
     return compress()
+
+
+def _aiohttp_transport(client: httpx.AsyncClient, url: str) -> AiohttpTransport | None:
+    """The transport the client picks for ``url``, when it is the aiohttp one
+    ``open_client`` gave it: not when a test mocks the client's transports, nor if httpx
+    ever stops picking transports with ``_transport_for_url`` (requests then go through
+    the client)."""
+    try:
+        transport = client._transport_for_url(httpx.URL(url))
+    except (AttributeError, TypeError, httpx.InvalidURL):
+        return None
+    return transport if isinstance(transport, AiohttpTransport) else None
 
 
 def _has_control(text: str) -> bool:

@@ -11,12 +11,15 @@ own stack.
 Everything above the transport stays httpx's: headers, timeouts (``connect`` and
 ``read`` per request), redirects (not followed) and response decoding. aiohttp's errors
 come back as the httpx errors for the same failure, so callers classify one family.
+Proxies come from the environment, as httpx takes them: ``HTTP_PROXY``, ``HTTPS_PROXY``
+and ``ALL_PROXY``, except for the hosts ``NO_PROXY`` lists.
 """
 
 from __future__ import annotations
 
 import ssl
 from collections.abc import AsyncIterator
+from urllib.request import getproxies_environment, proxy_bypass_environment  # type: ignore[attr-defined]
 
 import aiohttp
 import httpx
@@ -40,6 +43,8 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         self.connections = connections
         self._verify = verify
         self._session: aiohttp.ClientSession | None = None
+        self._env_proxies = getproxies_environment()
+        self._proxies: dict[tuple[str, str, int | None], str | None] = {}
 
     def _open(self) -> aiohttp.ClientSession:
         connector = aiohttp.TCPConnector(limit=self.connections, limit_per_host=0, ssl=self._verify)
@@ -68,6 +73,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 headers=request.headers.multi_items(),
                 allow_redirects=False,
                 timeout=timeout,
+                proxy=self._proxy(request.url),
             )
         except (TimeoutError, aiohttp.ClientError) as exc:
             raise _httpx_error(exc, request) from exc
@@ -80,6 +86,19 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 "reason_phrase": (response.reason or "").encode("ascii", "replace"),
             },
         )
+
+    def _proxy(self, url: httpx.URL) -> str | None:
+        """The environment's proxy for ``url``'s origin, if any (looked up once)."""
+        origin = (url.scheme, url.host, url.port)
+        if origin not in self._proxies:
+            env = self._env_proxies
+            proxy = env.get(url.scheme) or env.get("all")
+            if proxy and proxy_bypass_environment(url.host, env):
+                proxy = None
+            if proxy and "://" not in proxy:
+                proxy = f"http://{proxy}"
+            self._proxies[origin] = proxy or None
+        return self._proxies[origin]
 
     async def aclose(self) -> None:
         session, self._session = self._session, None

@@ -68,7 +68,8 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
     ) -> None:
         super().__init__(secrets=http.secrets(), client=client, transport=transport, **kwargs)
         self.http = http
-        encoder: EntryEncoder = http.entry_encoder or JsonEntryEncoder(decimal_as=http.decimal_as)
+        self._json = JsonEntryEncoder(decimal_as=http.decimal_as)
+        encoder: EntryEncoder = http.entry_encoder or self._json
         self._encode = encoder
         self._custom_encoder = http.entry_encoder is not None
         fmt = http.body_format
@@ -76,7 +77,7 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
             fmt if callable(fmt) else frame_ndjson if fmt == "ndjson" else frame_json
         )
         self._method = http.method.upper()
-        self._url = http.url
+        self._url = httpx.URL(http.url)
         # Names in lower case, so that the sink's own headers replace the user's of any
         # spelling instead of being sent twice.
         extra = {name.lower(): value for name, value in http.header_map.items()}
@@ -108,6 +109,13 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
             raise TypeError(f"entryEncoder returned {type(data).__name__}, expected bytes")
         return data
 
+    def convert_all(self, elements: list[Any]) -> list[bytes]:
+        """``convert`` each element, encoding runs of plain dicts or Spark rows of one
+        schema in one tight loop (unless an ``entryEncoder`` is set)."""
+        if self._custom_encoder:
+            return super().convert_all(elements)
+        return self._json.encode_all(elements)
+
     def entry_size(self, entry: bytes) -> int:
         """The entry's length in bytes. A JSON body adds ``count + 1`` bytes of brackets
         and commas to the sum, an NDJSON body ``count`` newlines."""
@@ -126,12 +134,11 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
             headers = {**headers, self._key_header: current_call().idempotency_key}
         if self.http.gzip:
             body = await gzip_compress(body, self.http.gzip_level)
-        client = self._require_client()
-        request = client.build_request(
+        request = self._build_request(
             self._method, self._url, content=body, headers=headers, timeout=self._timeouts
         )
         try:
-            response = await client.send(request)
+            response = await self._send_request(request)
         except httpx.HTTPError as exc:
             raise error_for_transport(exc, request, self._redact) from exc
         status = response.status_code
@@ -161,9 +168,11 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
         if template is None:
             return None
         url = template.replace("{key}", quote(call.idempotency_key, safe=""))
-        client = self._require_client()
+        request = self._build_request(
+            "GET", url, headers=self._status_headers, timeout=self._timeouts
+        )
         try:
-            response = await client.get(url, headers=self._status_headers, timeout=self._timeouts)
+            response = await self._send_request(request)
         except httpx.HTTPError as exc:
             problem = error_for_transport(exc, None, self._redact)
             log.warning("%s: cannot reconcile call %d: %s", call.scope, call.call_id, problem)
@@ -181,6 +190,9 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
         return held_by_status(payload, call.seqs)
 
     # ------------------------------------------------------------------ the client
+
+    def _first_url(self) -> str:
+        return self.http.url
 
     def _open_client(self) -> httpx.AsyncClient:
         http = self.http

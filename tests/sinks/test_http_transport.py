@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+import respx
 import trustme
 
 from asyncsink.errors import FatalError, RetryableError
@@ -208,3 +209,66 @@ async def test_tls_verify_false_accepts_any_certificate(ca: trustme.CA) -> None:
             async with writer:
                 await writer.write({"id": 1})
     assert writer.statistics().delivered == 1
+
+
+async def test_a_writer_sends_through_its_own_aiohttp_transport_but_not_a_mocked_one() -> None:
+    seen: list[str] = []
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        line, headers, _ = await read_request(reader)
+        seen.append(f"{line} key={headers.get('idempotency-key')}")
+        writer.write(answer("200 OK", b"{}", "Connection: close"))
+        await writer.drain()
+
+    async with serve(handler) as url:
+        writer = create_writer({"url": f"{url}/in"})
+        async with writer:
+            assert isinstance(writer._direct, AiohttpTransport)
+            await writer.write({"id": 1})
+        assert writer._direct is None  # released with the client
+    assert len(seen) == 1 and seen[0].startswith("POST /in HTTP/1.1 key=")
+    with respx.mock(using="httpx") as router:
+        router.post("http://mocked.test/in").respond(200, json={})
+        writer = create_writer({"url": "http://mocked.test/in"})
+        async with writer:
+            assert writer._direct is None  # the mock decides where requests go
+            await writer.write({"id": 1})
+    assert writer.statistics().delivered == 1
+
+
+@pytest.fixture
+def clean_proxy_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    return monkeypatch
+
+
+async def test_requests_go_through_the_proxy_the_environment_names(
+    clean_proxy_env: pytest.MonkeyPatch,
+) -> None:
+    lines: list[str] = []
+
+    async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        line, _, body = await read_request(reader)
+        lines.append(f"{line} {body.decode()}")
+        writer.write(answer("200 OK", b"{}", "Connection: close"))
+        await writer.drain()
+
+    async with serve(proxy) as proxy_url:
+        clean_proxy_env.setenv("HTTP_PROXY", proxy_url.removeprefix("http://"))
+        async with client() as http:
+            response = await http.post("http://127.0.0.1:9/ingest", content=b"[1]")
+    assert response.status_code == 200
+    assert lines == ["POST http://127.0.0.1:9/ingest HTTP/1.1 [1]"]  # absolute form
+
+
+async def test_no_proxy_hosts_are_reached_directly(clean_proxy_env: pytest.MonkeyPatch) -> None:
+    async def refuse(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        raise AssertionError("the proxy was used")
+
+    async with serve(refuse) as proxy_url, serve(ok) as url:
+        clean_proxy_env.setenv("HTTP_PROXY", proxy_url)
+        clean_proxy_env.setenv("NO_PROXY", "localhost,127.0.0.1")
+        async with client() as http:
+            assert (await http.post(url, content=b"x")).status_code == 200
