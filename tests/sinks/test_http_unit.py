@@ -236,6 +236,29 @@ def test_row_like_objects_become_objects_nested_ones_included() -> None:
     assert JsonEntryEncoder()({"r": inner}) == b'{"r":{"city":"Paris","zip":"75001"}}'
 
 
+def test_runs_encode_to_the_bytes_of_one_element_at_a_time() -> None:
+    from pyspark.sql import Row
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    schema = StructType([StructField("id", LongType()), StructField("name", StringType())])
+    spark_rows = [schema.fromInternal((i, f"n{i}")) for i in range(5)]  # one schema
+    assert spark_rows[0].__fields__ is spark_rows[1].__fields__
+    nested = [Row(id=1, inner=Row(a=1, b=[Row(c=2)]))]
+    encode = JsonEntryEncoder()
+    runs: list[list[Any]] = [
+        spark_rows,
+        [*spark_rows, Row(other=1)],  # rows of another schema in the run
+        [{"id": i, "d": decimal.Decimal("1.5")} for i in range(3)],
+        [{"id": 1}, spark_rows[0], Point(1, 2.0)],
+        nested,
+    ]
+    for run in runs:
+        assert encode.encode_all(run) == [encode(element) for element in run]
+    assert encode.encode_all(nested) == [b'{"id":1,"inner":{"a":1,"b":[{"c":2}]}}']
+    with pytest.raises(TypeError):
+        encode.encode_all([{"id": 1}, {"bad": object()}])
+
+
 def test_unencodable_value_error_names_the_field_path() -> None:
     encode = JsonEntryEncoder()
     with pytest.raises(EntryEncodingError) as caught:

@@ -1,0 +1,110 @@
+"""``write_all`` takes elements in runs (``convert_all``): it must behave exactly like a
+loop of ``write`` calls, bad records and backpressure included."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import anyio
+import pytest
+
+from asyncsink import BadRecordError, DeadLetter, SinkOptions
+
+from .fakes import Destination, FakeWriter
+
+pytestmark = pytest.mark.anyio
+
+
+def mixed_input(count: int, seed: int) -> list[Any]:
+    """Entries of varied sizes, with a few too large and a few that cannot convert."""
+    rng = random.Random(seed)
+    elements: list[Any] = []
+    for i in range(count):
+        roll = rng.random()
+        if roll < 0.02:
+            elements.append({"unconvertible": True, "i": i})
+        elif roll < 0.04:
+            elements.append(b"L" * 200 + str(i).encode())
+        else:
+            elements.append(f"{i}:".encode() * rng.randint(1, 8))
+    return elements
+
+
+async def run(elements: list[Any], *, runs: bool) -> tuple[Destination, list[DeadLetter], Any]:
+    letters: list[DeadLetter] = []
+    dest = Destination()
+    options = SinkOptions(
+        max_batch_size=50,
+        max_batch_size_in_bytes=400,
+        max_record_size_in_bytes=150,
+        max_buffered_requests=120,
+        max_in_flight_requests=3,
+        dead_letter=letters.append,
+    )
+    writer = FakeWriter(dest, options=options)
+    with anyio.fail_after(10):
+        async with writer:
+            if runs:
+                await writer.write_all(elements)
+            else:
+                for element in elements:
+                    await writer.write(element)
+    return dest, letters, writer.statistics()
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+async def test_write_all_delivers_and_dead_letters_as_a_loop_of_writes(seed: int) -> None:
+    elements = mixed_input(3000, seed)
+    by_loop = await run(elements, runs=False)
+    by_runs = await run(elements, runs=True)
+    for dest, _, stats in (by_loop, by_runs):
+        good = [e for e in elements if isinstance(e, bytes) and len(e) <= 150]
+        assert sorted(dest.accepted) == sorted(good) and dest.duplicates() == 0
+        assert stats.written == len(elements) and stats.delivered == len(good)
+        assert all(sum(map(len, request)) <= 400 or len(request) == 1 for request in dest.requests)
+    positions = [[d.position for d in letters] for _, letters, _ in (by_loop, by_runs)]
+    assert positions[0] == positions[1]
+    assert positions[0] == [i for i, e in enumerate(elements) if not isinstance(e, bytes)
+                            or len(e) > 150]  # fmt: skip
+
+
+async def test_a_bad_record_in_a_run_fails_at_its_position_after_the_ones_before() -> None:
+    dest = Destination()
+    writer = FakeWriter(dest, options=SinkOptions(max_batch_size=100))
+    async with writer:
+        with pytest.raises(BadRecordError) as caught:
+            await writer.write_all([b"a", b"b", {"unconvertible": True}, b"c"])
+        assert caught.value.position == 2
+        await writer.write(b"d")  # the writer goes on; the bad element was not accepted
+    assert dest.accepted == [b"a", b"b", b"d"]
+    assert [request for request in dest.requests] == [[b"a", b"b", b"d"]]
+
+
+async def test_convert_all_must_return_one_entry_per_element() -> None:
+    class Dropping(FakeWriter):
+        def convert_all(self, elements: list[Any]) -> list[Any]:
+            return elements[1:]
+
+    writer = Dropping(Destination())
+    async with writer:
+        with pytest.raises(TypeError, match="convert_all returned 1 entries for 2 elements"):
+            await writer.write_all([b"a", b"b"])
+
+
+async def test_write_all_waits_for_room_in_the_buffer() -> None:
+    dest = Destination(latency=0.01)
+    options = SinkOptions(max_batch_size=10, max_buffered_requests=25, max_in_flight_requests=1)
+    writer = FakeWriter(dest, options=options)
+    peak = 0
+
+    def sizes() -> Any:
+        nonlocal peak
+        for i in range(200):
+            peak = max(peak, writer.statistics().buffered)
+            yield str(i).encode()
+
+    async with writer:
+        await writer.write_all(sizes())
+    assert peak <= 25
+    assert len(dest.accepted) == 200
