@@ -9,8 +9,9 @@
 
     foreach_partition(df, "http", {"url": url}, sink_id="backfill", batch_id=20261121)
 
-Both run every partition through a writer (see ``runner``) and bring each partition's
-statistics back to the driver, where they are summed, logged in one line, and handed to
+Both run every partition through a writer (see ``runner``), reading its rows through
+Arrow when the columns allow it (see ``arrow``), and bring each partition's statistics
+back to the driver, where they are summed, logged in one line, and handed to
 an optional ``on_batch(batch_id, stats)`` callback.
 """
 
@@ -23,6 +24,7 @@ from typing import Any
 
 from ..stats import WriterStatistics
 from ..stores import open_store
+from .arrow import arrow_readable, map_partitions_in_arrow
 from .runner import run_partition
 from .spec import SinkSpec
 
@@ -40,12 +42,16 @@ def _spec(sink: str, options: Mapping[str, Any] | None, sink_id: str | None) -> 
     return SinkSpec(sink, merged)
 
 
-def _partition_task(spec: SinkSpec, batch_id: int | None, rows: Any) -> list[WriterStatistics]:
-    return [run_partition(spec, rows, batch_id)]
+def _partition_task(spec: SinkSpec, batch_id: int | None, rows: Any) -> WriterStatistics:
+    return run_partition(spec, rows, batch_id)
 
 
 def _write(df: Any, spec: SinkSpec, batch_id: int | None) -> WriterStatistics:
-    per_partition = df.rdd.mapPartitions(partial(_partition_task, spec, batch_id)).collect()
+    task = partial(_partition_task, spec, batch_id)
+    if arrow_readable(df.schema):
+        per_partition = map_partitions_in_arrow(df, task, as_dicts=spec.reads_mappings)
+    else:
+        per_partition = df.rdd.mapPartitions(lambda rows: [task(rows)]).collect()
     return sum(per_partition, WriterStatistics())
 
 

@@ -102,6 +102,13 @@ class SinkSpec:
         writer: AsyncSinkWriter[Any, Any] = target(self.writer_options, call_log=call_log)
         return writer
 
+    @property
+    def reads_mappings(self) -> bool:
+        """Whether the writer takes a dict of a row's fields as it takes the ``Row``: a
+        built-in sink with no Python callable among its options (a callable, such as an
+        ``entryEncoder``, is user code that may expect a ``Row``)."""
+        return self.sink.lower() in SHIMS and not any(map(callable, self.options.values()))
+
     def __repr__(self) -> str:
         return f"SinkSpec({self.sink!r}, sink_id={self.durable.sink_id!r})"
 
