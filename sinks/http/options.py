@@ -129,7 +129,8 @@ class HttpOptions(ClientOptions):
     http2: bool = option(
         False,
         doc="Offer HTTP/2 (needs the h2 package: pip install asyncsink[http2]). Negotiated "
-        "over TLS; plain http:// URLs keep HTTP/1.1.",
+        "over TLS; plain http:// URLs keep HTTP/1.1. Requests then go through httpx's own "
+        "HTTP stack instead of aiohttp's, at a higher CPU cost per request.",
     )
     idempotency_header: str = option(
         "Idempotency-Key",
