@@ -291,7 +291,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"\n{'comparison':<100}{'ratio':>9}{'target':>8}  met")
     for row in rows_out:
         print(
-            f"{row['name']:<100}{row['ratio']:>8.1f}x{row['target']:>7.1f}x  "
+            f"{row['name']:<100}{row['ratio']:>8.2f}x{row['target']:>7.2f}x  "
             f"{'yes' if row['met'] else 'NO'}"
         )
     summary = {

@@ -94,6 +94,8 @@ def as_mapping(element: Any) -> Mapping[str, Any]:
     Raises:
         TypeError: the element has no named fields.
     """
+    if type(element) is dict:
+        return element
     as_dict = getattr(element, "asDict", None)
     if as_dict is not None:
         row: Mapping[str, Any] = as_dict(recursive=True)

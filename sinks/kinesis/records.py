@@ -55,6 +55,8 @@ def as_mapping(element: Any) -> Mapping[str, Any]:
     Raises:
         TypeError: the element is neither.
     """
+    if type(element) is dict:
+        return element
     as_dict = getattr(element, "asDict", None)
     if callable(as_dict):
         result = as_dict()
