@@ -46,9 +46,16 @@ from typing import Any
 
 import anyio
 import orjson
-from bench_http import make_entries, print_profile, profile_cpu  # same documents, same report
 from elasticsearch import AsyncElasticsearch, helpers
 from elasticsearch.serializer import OrjsonSerializer
+from sides import (
+    comparison,
+    make_entries,
+    mean_json_size,
+    print_profile,
+    profile_cpu,
+    rotating_rounds,
+)
 
 from asyncsink.testing.es_server import ElasticsearchServer, EsFaults
 from sinks.elasticsearch import create_writer
@@ -162,14 +169,13 @@ def measure(
     sides: tuple[str, ...] = SIDES,
 ) -> dict[str, dict[str, Any]]:
     server.set_faults(EsFaults(latency_ms=latency_ms))
-    runs: dict[str, list[tuple[float, ...]]] = {side: [] for side in sides}
-    warm = docs[: min(len(docs), 10 * BATCH)]
-    for side in sides:  # warm up: imports, connection pools, the server's caches
-        timed(server, side, warm)
-    for index in range(rounds):
-        order = sides[index % len(sides) :] + sides[: index % len(sides)]
-        for side in order:
-            runs[side].append(timed(server, side, docs))
+    first = docs[: min(len(docs), 10 * BATCH)]  # imports, connection pools, caches
+    runs = rotating_rounds(
+        sides,
+        rounds,
+        run=lambda side: timed(server, side, docs),
+        warm=lambda side: timed(server, side, first),
+    )
     return {
         side: {
             "docs_per_s": statistics.median(run[0] for run in results),
@@ -185,26 +191,17 @@ def measure(
 def compare(
     results: dict[float, dict[str, dict[str, Any]]], baseline: str = "helper"
 ) -> list[dict[str, Any]]:
-    """asyncsink vs ``baseline`` at each latency: the ratio of the medians, the median of
-    the paired ratios, and whether the ratio of the medians meets ``TARGET``."""
-    rows = []
-    for latency_ms, by_side in results.items():
-        ours, theirs = by_side["asyncsink"], by_side[baseline]
-        ratio = ours["docs_per_s"] / theirs["docs_per_s"]
-        pairs = zip(ours["runs"], theirs["runs"], strict=True)
-        rows.append(
-            {
-                "name": f"Elasticsearch {latency_ms:g} ms: asyncsink vs {BASELINES[baseline]}",
-                "unit": "docs/s",
-                "asyncsink": round(ours["docs_per_s"]),
-                "baseline": round(theirs["docs_per_s"]),
-                "ratio": round(ratio, 3),
-                "paired_ratio": round(statistics.median(a / b for a, b in pairs), 3),
-                "target": TARGET,
-                "met": ratio >= TARGET,
-            }
+    """asyncsink vs ``baseline`` at each latency, against ``TARGET``."""
+    return [
+        comparison(
+            f"Elasticsearch {latency_ms:g} ms: asyncsink vs {BASELINES[baseline]}",
+            "docs/s",
+            by_side["asyncsink"]["runs"],
+            by_side[baseline]["runs"],
+            TARGET,
         )
-    return rows
+        for latency_ms, by_side in results.items()
+    ]
 
 
 def print_comparison(row: dict[str, Any], verdict: str) -> None:
@@ -256,7 +253,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     latencies = [float(text) for text in args.latencies.split(",") if text]
     sides = SIDES + ("helper_orjson",) if args.orjson_helper else SIDES
     docs = make_entries(args.docs)
-    size = sum(len(orjson.dumps(doc)) for doc in docs[:1000]) / min(1000, len(docs))
+    size = mean_json_size(docs)
     results: dict[float, dict[str, dict[str, Any]]] = {}
     with ElasticsearchServer(host="127.0.0.1") as server:
         print(

@@ -32,12 +32,9 @@ CPU time) and prints where asyncsink's client time goes, by file and by function
 from __future__ import annotations
 
 import argparse
-import cProfile
 import os
-import pstats
 import statistics
 import time
-from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -46,6 +43,15 @@ import anyio
 import httpx
 import orjson
 import requests
+from sides import (
+    comparison,
+    make_entries,
+    mean_json_size,
+    print_profile,
+    process_cpu,
+    profile_cpu,
+    rotating_rounds,
+)
 
 from asyncsink.testing import Faults, FaultServer
 from sinks.http import create_writer
@@ -67,20 +73,6 @@ LABELS = {
     "requests": "requests loop (1 in flight)",
     "hand": f"hand-written httpx+anyio ({IN_FLIGHT} in flight)",
 }
-
-
-def make_entries(count: int) -> list[dict[str, Any]]:
-    """Entries of about 85 bytes of JSON each, with a unique ``id``."""
-    return [
-        {
-            "id": f"e-{i:09d}",
-            "seq": i,
-            "customer": f"customer-{i % 9973:04d}",
-            "amount": round((i * 37) % 100_000 / 100, 2),
-            "ok": i % 7 != 0,
-        }
-        for i in range(count)
-    ]
 
 
 def check_answer(status: int, content: bytes) -> None:
@@ -155,16 +147,6 @@ RUNNERS: dict[str, Callable[[str, list[dict[str, Any]]], int]] = {
 # ---------------------------------------------------------------------- measuring
 
 
-def process_cpu(pid: int | None) -> float:
-    """CPU seconds used so far by process ``pid`` (Linux ``/proc``; 0 elsewhere)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def timed(server: FaultServer, side: str, entries: list[dict[str, Any]]) -> tuple[float, ...]:
     """One checked run: entries/s of wall-clock time, then the client's and the endpoint's
     CPU microseconds per entry."""
@@ -188,14 +170,13 @@ def measure(
     server: FaultServer, entries: list[dict[str, Any]], latency_ms: float, rounds: int
 ) -> dict[str, dict[str, Any]]:
     server.set_faults(Faults(latency_ms=latency_ms))
-    runs: dict[str, list[tuple[float, ...]]] = {side: [] for side in SIDES}
-    warm = entries[: min(len(entries), 10 * BATCH)]
-    for side in SIDES:  # warm up: imports, connection pools, the server's caches
-        timed(server, side, warm)
-    for index in range(rounds):
-        order = SIDES[index % len(SIDES) :] + SIDES[: index % len(SIDES)]
-        for side in order:
-            runs[side].append(timed(server, side, entries))
+    first = entries[: min(len(entries), 10 * BATCH)]  # imports, connection pools, caches
+    runs = rotating_rounds(
+        SIDES,
+        rounds,
+        run=lambda side: timed(server, side, entries),
+        warm=lambda side: timed(server, side, first),
+    )
     return {
         side: {
             "entries_per_s": statistics.median(run[0] for run in results),
@@ -209,66 +190,20 @@ def measure(
 
 
 def comparisons(results: dict[float, dict[str, dict[str, Any]]]) -> list[dict[str, Any]]:
-    rows = []
-    for (latency_ms, baseline), target in TARGETS.items():
-        if latency_ms not in results:
-            continue
-        ours = results[latency_ms]["asyncsink"]["entries_per_s"]
-        theirs = results[latency_ms][baseline]["entries_per_s"]
-        pairs = zip(
+    return [
+        comparison(
+            f"HTTP {latency_ms:g} ms: asyncsink vs {LABELS[baseline]}",
+            "entries/s",
             results[latency_ms]["asyncsink"]["runs"],
             results[latency_ms][baseline]["runs"],
-            strict=True,
+            target,
         )
-        rows.append(
-            {
-                "name": f"HTTP {latency_ms:g} ms: asyncsink vs {LABELS[baseline]}",
-                "unit": "entries/s",
-                "asyncsink": round(ours),
-                "baseline": round(theirs),
-                "ratio": round(ours / theirs, 3),
-                "paired_ratio": round(statistics.median(a / b for a, b in pairs), 3),
-                "target": target,
-                "met": ours / theirs >= target,
-            }
-        )
-    return rows
+        for (latency_ms, baseline), target in TARGETS.items()
+        if latency_ms in results
+    ]
 
 
 # ---------------------------------------------------------------------- profiling
-
-
-def profile_cpu(fn: Callable[..., Any], *args: Any) -> tuple[dict[Any, Any], float]:
-    """Run ``fn(*args)`` under cProfile timed by CPU time (wall time, on a shared machine,
-    charges other processes' turns to whichever call was running): the raw statistics
-    and the total CPU seconds."""
-    profiler = cProfile.Profile(time.process_time)
-    profiler.runcall(fn, *args)
-    raw: dict[Any, Any] = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
-    return raw, sum(entry[2] for entry in raw.values()) or 1e-9
-
-
-def print_profile(raw: dict[Any, Any], total: float) -> None:
-    """Self time by file and by function, and the cumulative time of asyncsink's own
-    functions, each with its share of ``total``."""
-    by_file: dict[str, float] = defaultdict(float)
-    for (filename, _, _), entry in raw.items():
-        by_file[_short(filename)] += entry[2]
-    print(f"{'self time by file':<58}{'s':>8}{'share':>8}")
-    for name, seconds in sorted(by_file.items(), key=lambda kv: -kv[1])[:15]:
-        print(f"{name:<58}{seconds:>8.3f}{seconds / total:>8.1%}")
-    print(f"{'self time by function':<58}{'s':>8}{'share':>8}{'calls':>10}")
-    ranked = sorted(raw.items(), key=lambda kv: -kv[1][2])[:25]
-    for (filename, _line, function), entry in ranked:
-        where = f"{_short(filename)}:{function}"
-        print(f"{where[:57]:<58}{entry[2]:>8.3f}{entry[2] / total:>8.1%}{entry[1]:>10,}")
-    print(f"{'cumulative time of asyncsink and sinks functions':<58}{'s':>8}{'share':>8}")
-    own = [
-        (key, entry) for key, entry in raw.items() if "/asyncsink/" in key[0] or "/sinks/" in key[0]
-    ]
-    for (filename, _line, function), entry in sorted(own, key=lambda kv: -kv[1][3])[:20]:
-        where = f"{_short(filename)}:{function}"
-        print(f"{where[:57]:<58}{entry[3]:>8.3f}{entry[3] / total:>8.1%}")
 
 
 def profile_run(server: FaultServer, entries: list[dict[str, Any]], latency_ms: float) -> None:
@@ -288,20 +223,6 @@ def profile_run(server: FaultServer, entries: list[dict[str, Any]], latency_ms: 
     print_profile(raw, total)
 
 
-def _short(filename: str) -> str:
-    if filename.startswith("~") or filename.startswith("<"):
-        return filename
-    parts = Path(filename).parts
-    for anchor in ("site-packages", "asyncsink", "sinks", "benchmarks"):
-        if anchor in parts:
-            index = len(parts) - 1 - parts[::-1].index(anchor)
-            start = index + 1 if anchor == "site-packages" else index
-            return "/".join(parts[start:])
-    if "python3" in filename:
-        return "stdlib/" + "/".join(parts[-2:])
-    return "/".join(parts[-2:])
-
-
 # ---------------------------------------------------------------------- main
 
 
@@ -318,7 +239,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         args.entries, args.rounds = 20_000, 3
     latencies = [float(text) for text in args.latencies.split(",") if text]
     entries = make_entries(args.entries)
-    size = sum(len(orjson.dumps(entry)) for entry in entries[:1000]) / min(1000, len(entries))
+    size = mean_json_size(entries)
     results: dict[float, dict[str, dict[str, Any]]] = {}
     with FaultServer() as server:
         print(

@@ -51,7 +51,15 @@ import anyio.from_thread
 import boto3
 import orjson
 from anyio.from_thread import BlockingPortal
-from bench_http import make_entries, print_profile, process_cpu, profile_cpu
+from sides import (
+    comparison,
+    make_entries,
+    mean_json_size,
+    print_profile,
+    process_cpu,
+    profile_cpu,
+    rotating_rounds,
+)
 
 from asyncsink.demo.destinations import destination_for
 from asyncsink.demo.settings import DemoSettings
@@ -195,7 +203,7 @@ class AsyncsinkSide:
         self, url: str, stream: str, entries: list[dict[str, Any]]
     ) -> tuple[dict[Any, Any], float]:
         """A run under cProfile, timed by CPU time, in the loop's thread: the raw
-        statistics and the total CPU seconds (as ``bench_http.profile_cpu``)."""
+        statistics and the total CPU seconds (as ``sides.profile_cpu``)."""
         portal = self._loop()
         profiler = cProfile.Profile(time.process_time)
         portal.call(profiler.enable)
@@ -311,14 +319,13 @@ def timed(streams: Streams, side: str, entries: list[dict[str, Any]]) -> tuple[f
 def measure(
     streams: Streams, entries: list[dict[str, Any]], rounds: int
 ) -> dict[str, dict[str, Any]]:
-    runs: dict[str, list[tuple[float, ...]]] = {side: [] for side in SIDES}
-    warm = entries[: min(len(entries), 10 * BATCH)]
-    for side in SIDES:  # warm up: imports, service models, the emulator's JIT
-        timed(streams, side, warm)
-    for index in range(rounds):
-        order = SIDES if index % 2 == 0 else SIDES[::-1]
-        for side in order:
-            runs[side].append(timed(streams, side, entries))
+    first = entries[: min(len(entries), 10 * BATCH)]  # imports, service models, the JIT
+    runs = rotating_rounds(
+        SIDES,
+        rounds,
+        run=lambda side: timed(streams, side, entries),
+        warm=lambda side: timed(streams, side, first),
+    )
     return {
         side: {
             "records_per_s": statistics.median(run[0] for run in results),
@@ -333,20 +340,14 @@ def measure(
     }
 
 
-def comparison(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    ours = results["asyncsink"]["records_per_s"]
-    theirs = results["boto3"]["records_per_s"]
-    pairs = zip(results["asyncsink"]["runs"], results["boto3"]["runs"], strict=True)
-    return {
-        "name": f"Kinesis (kinesalite): asyncsink vs {LABELS['boto3']}",
-        "unit": "records/s",
-        "asyncsink": round(ours),
-        "baseline": round(theirs),
-        "ratio": round(ours / theirs, 3),
-        "paired_ratio": round(statistics.median(a / b for a, b in pairs), 3),
-        "target": TARGET,
-        "met": ours / theirs >= TARGET,
-    }
+def comparisons(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return comparison(
+        f"Kinesis (kinesalite): asyncsink vs {LABELS['boto3']}",
+        "records/s",
+        results["asyncsink"]["runs"],
+        results["boto3"]["runs"],
+        TARGET,
+    )
 
 
 def profile_run(streams: Streams, entries: list[dict[str, Any]]) -> None:
@@ -391,7 +392,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if not 1 <= args.shards <= 4:  # kinesalite allows 10 shards, the demo's stream holds 2
         parser.error("--shards must be 1 to 4")
     entries = make_entries(args.records)
-    size = sum(len(orjson.dumps(entry)) for entry in entries[:1000]) / min(1000, len(entries))
+    size = mean_json_size(entries)
     with kinesalite(args.shards) as streams, closing(ASYNCSINK):
         print(
             f"{args.records:,} records of ~{size:.0f} B JSON, {BATCH} per request, kinesalite "
@@ -420,7 +421,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"records re-sent: asyncsink {results['asyncsink']['resent']}, "
             f"boto3 {results['boto3']['resent']}"
         )
-        row = comparison(results)
+        row = comparisons(results)
         print(f"\n{'comparison':<70}{'ratio':>8}{'paired':>8}{'target':>8}  met")
         print(
             f"{row['name']:<70}{row['ratio']:>7.2f}x{row['paired_ratio']:>7.2f}x"

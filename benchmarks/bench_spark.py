@@ -178,8 +178,8 @@ class Bench:
 def profile_partition(url: str, count: int) -> None:
     """Profile one partition's Python side in this process: asyncsink vs batched requests."""
     import anyio
-    from bench_http import print_profile, profile_cpu
     from pyspark.sql import Row
+    from sides import print_profile, profile_cpu
 
     from asyncsink.spark import SinkSpec
 
