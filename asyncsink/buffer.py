@@ -67,8 +67,9 @@ class RequestBuffer(Generic[E]):
         self.bytes += item[2]
         self.fresh_bytes += item[2]
 
-    def extend(self, items: list[Item[E]], size: int, now: float) -> None:
-        """Add fresh entries written at ``now``; ``size`` is the sum of their sizes."""
+    def extend(self, items: list[Item[E]], now: float) -> None:
+        """Add fresh entries written at ``now``."""
+        size = _size_of(items)
         self._fresh.extend(items)
         self._note_times(len(items), now)
         self.count += len(items)

@@ -369,44 +369,50 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
                 self._take_from_log()
                 return self._log.needs_sync
         buffer.append((seq, entry, size), now)
-        if buffer.fresh_count >= self._max_batch or buffer.fresh_bytes >= self._max_bytes:
-            return self._pump()
-        return False
+        return self._pump_if_batch_ready()
 
     def _accept_many(self, elements: list[InputT]) -> bool:
         """``_accept`` each of ``elements``, converting and buffering them together when
         none of them needs a closer look; ``True`` when the caller should yield."""
-        if not (self._skip_all or (self._log is not None and self._log.recovering)):
-            try:
-                entries = self.convert_all(elements)
-            except Exception:
-                entries = None  # one of them is a bad record: find it below
-            if entries is not None:
-                if len(entries) != len(elements):
-                    raise TypeError(
-                        f"convert_all returned {len(entries)} entries for {len(elements)} "
-                        "elements (it must return one entry per element, in order)"
-                    )
-                sizes = list(map(self.entry_size, entries))
-                if not sizes or max(sizes) <= self._max_record:
-                    seq = self._next_seq
-                    items = list(zip(range(seq, seq + len(entries)), entries, sizes, strict=True))
-                    return self._commit(items, sum(sizes))
-        started = False
-        for element in elements:
-            started = self._accept(element) or started
-        return started
-
-    def _commit(self, items: list[Item[EntryT]], size: int) -> bool:
-        """Add converted entries, numbered from ``_next_seq`` on, to the buffer; ``True``
-        when requests started (the caller should yield)."""
+        items = self._convert_run(elements)
+        if items is None:
+            started = False
+            for element in elements:
+                started = self._accept(element) or started
+            return started
         buffer = self._buffer
         if not buffer.fresh_count:
             self._wake.set()
         self._clock = now = time.monotonic()
-        buffer.extend(items, size, now)
+        buffer.extend(items, now)
         self._next_seq += len(items)
         self._written += len(items)
+        return self._pump_if_batch_ready()
+
+    def _convert_run(self, elements: list[InputT]) -> list[Item[EntryT]] | None:
+        """The items of ``elements`` converted at once, numbered from ``_next_seq``; or
+        ``None`` when they must be taken one at a time (the call log replays them, or one
+        is a bad record)."""
+        if self._skip_all or (self._log is not None and self._log.recovering):
+            return None
+        try:
+            entries = self.convert_all(elements)
+        except Exception:
+            return None
+        if len(entries) != len(elements):
+            raise TypeError(
+                f"convert_all returned {len(entries)} entries for {len(elements)} "
+                "elements (it must return one entry per element, in order)"
+            )
+        sizes = list(map(self.entry_size, entries))
+        if max(sizes, default=0) > self._max_record:
+            return None
+        seq = self._next_seq
+        return list(zip(range(seq, seq + len(entries)), entries, sizes, strict=True))
+
+    def _pump_if_batch_ready(self) -> bool:
+        """Start requests when the fresh entries fill a batch; ``True`` if any started."""
+        buffer = self._buffer
         if buffer.fresh_count >= self._max_batch or buffer.fresh_bytes >= self._max_bytes:
             return self._pump()
         return False
