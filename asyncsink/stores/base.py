@@ -18,26 +18,59 @@ from dataclasses import dataclass
 __all__ = ["RecordStore", "Scope", "ScopeInfo", "ScopeState"]
 
 
+_RUN_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
+
+
 @dataclass(frozen=True, slots=True, order=True)
 class Scope:
     """One Spark task's share of work: the unit of durable records and fencing.
 
-    ``sink_id`` names the query or job and is stable across restarts; ``batch_id`` is the
-    micro-batch id (or a job-level id for batch writes); ``partition_id`` the partition.
+    ``sink_id`` names the query or job and is stable across restarts; ``run`` names one
+    logical run of it (a streaming query's persistent id, a fresh id per batch write, or
+    ``""`` when the batch id alone names the run); ``batch_id`` is the micro-batch id (or
+    a job-level id for batch writes); ``partition_id`` the partition. Two runs never share
+    a scope, so they never share records or idempotency keys.
+
+    Its text form is ``sink/batch/partition``, or ``sink/run/batch/partition`` with a run.
     """
 
     sink_id: str
     batch_id: int
     partition_id: int
+    run: str = ""
 
     def __post_init__(self) -> None:
         if not self.sink_id or "/" in self.sink_id:
             raise ValueError(f"sink_id must be non-empty and free of '/': {self.sink_id!r}")
         if self.batch_id < 0 or self.partition_id < 0:
             raise ValueError(f"batch_id and partition_id must be >= 0: {self}")
+        if len(self.run) > 64 or not _RUN_CHARS.issuperset(self.run):
+            raise ValueError(
+                f"run must be at most 64 letters, digits, '-', '_' or '.': {self.run!r}"
+            )
 
     def __str__(self) -> str:
+        if self.run:
+            return f"{self.sink_id}/{self.run}/{self.batch_id}/{self.partition_id}"
         return f"{self.sink_id}/{self.batch_id}/{self.partition_id}"
+
+    @classmethod
+    def parse(cls, text: str) -> Scope:
+        """The scope whose text form is ``text`` (``sink/batch/partition`` or
+        ``sink/run/batch/partition``).
+
+        Raises:
+            ValueError: ``text`` is not a scope's text form.
+        """
+        parts = text.split("/")
+        try:
+            if len(parts) == 3:
+                return cls(parts[0], int(parts[1]), int(parts[2]))
+            if len(parts) == 4:
+                return cls(parts[0], int(parts[2]), int(parts[3]), parts[1])
+        except ValueError as exc:
+            raise ValueError(f"not a scope: {text!r} ({exc})") from None
+        raise ValueError(f"not a scope: {text!r} (expected sink/[run/]batch/partition)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,14 +155,39 @@ class RecordStore(abc.ABC):
         self,
         sink_id: str,
         *,
+        run: str | None = None,
         before_batch: int | None = None,
         older_than_s: float | None = None,
     ) -> int:
-        """Delete the scopes of ``sink_id`` whose batch is below ``before_batch`` and/or
-        which were last updated more than ``older_than_s`` seconds ago. Returns how many.
-        With both bounds a scope must meet both; with neither, every scope of ``sink_id``
-        goes. Purging ignores epochs: a purged scope is unknown again (``load`` gives
-        ``None``) and a later ``take`` starts it afresh at epoch 1."""
+        """Delete the scopes of ``sink_id`` (of one ``run`` when given, else of every run)
+        whose batch is below ``before_batch`` and/or which were last updated more than
+        ``older_than_s`` seconds ago. Returns how many. With both bounds a scope must meet
+        both; with neither, every scope of ``sink_id`` (and ``run``) goes. Purging ignores
+        epochs: a purged scope is unknown again (``load`` gives ``None``) and a later
+        ``take`` starts it afresh at epoch 1."""
+
+    async def seal(
+        self, scope: Scope, puts: Mapping[str, bytes], *, drop_prefixes: tuple[str, ...]
+    ) -> None:
+        """Mark ``scope`` COMPLETED for good, whoever holds it: what the driver does once
+        Spark committed the work of the scope.
+
+        Bumps the epoch (so an attempt still running is fenced at its next write), marks
+        the scope COMPLETED, writes ``puts`` and deletes the records whose keys start with
+        one of ``drop_prefixes``. A scope the store never saw is created COMPLETED. After a
+        crash part way, the scope is COMPLETED with ``puts`` written whenever any record
+        was dropped. This default is built from ``take``, ``put`` and ``complete``; stores
+        override it to do the same in fewer round trips.
+
+        Raises:
+            DurableError: the store cannot be reached or written.
+        """
+        state = await self.take(scope)
+        await self.put(scope, state.epoch, puts)
+        await self.complete(scope, state.epoch, drop_records=False)
+        doomed = [key for key in state.records if key.startswith(drop_prefixes)]
+        if doomed:
+            await self.put(scope, state.epoch, {}, doomed)
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release connections and handles. The default has nothing to release.
