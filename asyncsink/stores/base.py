@@ -173,8 +173,9 @@ class RecordStore(abc.ABC):
         Spark committed the work of the scope.
 
         Bumps the epoch (so an attempt still running is fenced at its next write), marks
-        the scope COMPLETED, writes ``puts`` and deletes the records whose keys start with
-        one of ``drop_prefixes``. A scope the store never saw is created COMPLETED. After a
+        the scope COMPLETED, writes ``puts`` and deletes the other records whose keys start
+        with one of ``drop_prefixes`` (a key in ``puts`` is kept with its new value). A
+        scope the store never saw is created COMPLETED. Sealing twice is harmless. After a
         crash part way, the scope is COMPLETED with ``puts`` written whenever any record
         was dropped. This default is built from ``take``, ``put`` and ``complete``; stores
         override it to do the same in fewer round trips.
@@ -182,10 +183,11 @@ class RecordStore(abc.ABC):
         Raises:
             DurableError: the store cannot be reached or written.
         """
+        puts, _ = _checked_writes(puts, ())
         state = await self.take(scope)
         await self.put(scope, state.epoch, puts)
         await self.complete(scope, state.epoch, drop_records=False)
-        doomed = [key for key in state.records if key.startswith(drop_prefixes)]
+        doomed = [key for key in state.records if key.startswith(drop_prefixes) and key not in puts]
         if doomed:
             await self.put(scope, state.epoch, {}, doomed)
 

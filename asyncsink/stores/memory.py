@@ -143,23 +143,45 @@ class MemoryStore(RecordStore):
         self,
         sink_id: str,
         *,
+        run: str | None = None,
         before_batch: int | None = None,
         older_than_s: float | None = None,
     ) -> int:
-        """Delete the scopes of ``sink_id`` below ``before_batch`` and/or older than
-        ``older_than_s`` seconds (both must hold when both are given). Returns how many."""
+        """Delete the scopes of ``sink_id`` (of one ``run``, or of all) below
+        ``before_batch`` and/or older than ``older_than_s`` seconds (both must hold when
+        both are given). Returns how many."""
         cutoff = _purge_cutoff(before_batch, older_than_s, time.time())
         with self._shelf.lock:
             doomed = [
                 scope
                 for scope, slot in self._shelf.slots.items()
                 if scope.sink_id == sink_id
+                and (run is None or scope.run == run)
                 and (before_batch is None or scope.batch_id < before_batch)
                 and (cutoff is None or slot.updated_at < cutoff)
             ]
             for scope in doomed:
                 del self._shelf.slots[scope]
         return len(doomed)
+
+    async def seal(
+        self, scope: Scope, puts: Mapping[str, bytes], *, drop_prefixes: tuple[str, ...]
+    ) -> None:
+        """Mark ``scope`` COMPLETED for good in one step: bump its epoch (creating it at
+        1), drop the records under ``drop_prefixes`` and write ``puts``."""
+        checked, _ = _checked_writes(puts, ())
+        now = time.time()
+        with self._shelf.lock:
+            slot = self._shelf.slots.get(scope)
+            if slot is None:
+                slot = self._shelf.slots[scope] = _Slot(epoch=1, updated_at=now)
+            else:
+                slot.epoch += 1
+                slot.updated_at = now
+            slot.completed = True
+            for key in [key for key in slot.records if key.startswith(drop_prefixes)]:
+                del slot.records[key]
+            slot.records.update(checked)
 
     def _fenced_slot(self, scope: Scope, epoch: int) -> _Slot:
         slot = self._shelf.slots.get(scope)

@@ -6,12 +6,9 @@ crash may roll back the last commits. Every conditional write runs in a
 ``BEGIN IMMEDIATE`` transaction, so the epoch check and the writes it guards are one step
 for every process using the file; readers never wait for writers.
 
-Schema (``PRAGMA user_version`` = 1)::
-
-    scopes(sink_id, batch_id, partition_id, epoch, completed, updated_at)
-        primary key (sink_id, batch_id, partition_id)
-    records(sink_id, batch_id, partition_id, key, value BLOB)
-        primary key (sink_id, batch_id, partition_id, key)
+The file is private to its user, and its schema (a ``scopes`` and a ``records`` table,
+both keyed by sink, run, batch and partition) is created or migrated when a process first
+opens it: see ``asyncsink.stores.sqlite_file``.
 
 The calls are short local I/O and run inline in the async methods, without a thread hop.
 A call that meets another process's write waits for it up to ``timeout`` seconds,
@@ -20,6 +17,7 @@ blocking its event loop meanwhile; transactions here last well under a milliseco
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
 import threading
@@ -38,40 +36,20 @@ from asyncsink.stores.base import (
     _checked_writes,
     _purge_cutoff,
 )
+from asyncsink.stores.sqlite_file import open_connection
 
 __all__ = ["SQLiteStore"]
 
-SCHEMA_VERSION = 1
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS scopes (
-    sink_id      TEXT    NOT NULL,
-    batch_id     INTEGER NOT NULL,
-    partition_id INTEGER NOT NULL,
-    epoch        INTEGER NOT NULL,
-    completed    INTEGER NOT NULL DEFAULT 0,
-    updated_at   REAL    NOT NULL,
-    PRIMARY KEY (sink_id, batch_id, partition_id)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS records (
-    sink_id      TEXT    NOT NULL,
-    batch_id     INTEGER NOT NULL,
-    partition_id INTEGER NOT NULL,
-    key          TEXT    NOT NULL,
-    value        BLOB    NOT NULL,
-    PRIMARY KEY (sink_id, batch_id, partition_id, key)
-);
-"""
-
-_WHERE_SCOPE = "sink_id = ? AND batch_id = ? AND partition_id = ?"
+_COLUMNS = "sink_id, run, batch_id, partition_id"
+_WHERE_SCOPE = "sink_id = ? AND run = ? AND batch_id = ? AND partition_id = ?"
 
 # Connections inherited through fork(): the child must neither use nor close them (closing
 # could checkpoint or unlink the parent's WAL), so they are kept here until the process ends.
 _INHERITED: list[sqlite3.Connection] = []
 
 
-def _key(scope: Scope) -> tuple[str, int, int]:
-    return (scope.sink_id, scope.batch_id, scope.partition_id)
+def _key(scope: Scope) -> tuple[str, str, int, int]:
+    return (scope.sink_id, scope.run, scope.batch_id, scope.partition_id)
 
 
 class SQLiteStore(RecordStore):
@@ -79,15 +57,15 @@ class SQLiteStore(RecordStore):
 
     Each process opens its own connection on first use (and again after a ``fork``), so a
     store can be built before Spark forks its Python workers. ``timeout`` bounds the wait
-    for another process's write transaction.
+    for another process's write transaction, and for the setup of a new connection. A
+    missing file is created, private to its user, with its missing directories.
 
     Raises (from every method):
         DurableError: the file cannot be opened, read or written, or the wait timed out.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, timeout: float = 10.0) -> None:
-        if timeout <= 0:
-            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+        _check_timeout(timeout)
         self._path = Path(path)
         self._timeout = timeout
         self._conn: sqlite3.Connection | None = None
@@ -99,24 +77,23 @@ class SQLiteStore(RecordStore):
         """Open ``sqlite:///abs/path.db`` or ``sqlite://relative/path.db``.
 
         The one option is ``timeout`` (seconds), e.g. ``sqlite:///x.db?timeout=30``.
+        Nothing is opened or created until the store is first used.
+
+        Raises:
+            ValueError: the URL is not such a URL (see ``check_url``).
         """
-        prefix = "sqlite://"
-        if url[: len(prefix)].lower() != prefix:
-            raise ValueError(f"not a sqlite store URL (expected sqlite:///path.db): {url!r}")
-        path, _, query = url[len(prefix) :].partition("?")
-        if not path or path == "/":
-            raise ValueError(f"sqlite store URL without a file path: {url!r}")
-        options = parse_qs(query, keep_blank_values=True, strict_parsing=bool(query))
-        unknown = sorted(set(options) - {"timeout"})
-        if unknown:
-            raise ValueError(f"unknown sqlite store options {unknown} in {url!r}; allowed: timeout")
-        if "timeout" not in options:
-            return cls(path)
-        try:
-            timeout = float(options["timeout"][-1])
-        except ValueError:
-            raise ValueError(f"sqlite store option timeout must be seconds: {url!r}") from None
-        return cls(path, timeout=timeout)
+        path, timeout = _parse_url(url)
+        return cls(path) if timeout is None else cls(path, timeout=timeout)
+
+    @classmethod
+    def check_url(cls, url: str) -> None:
+        """Check ``url`` the way ``from_url`` does, without building a store.
+
+        Raises:
+            ValueError: no file path, an unknown or malformed option, or a timeout that is
+                not a number of seconds > 0.
+        """
+        _parse_url(url)
 
     @property
     def path(self) -> Path:
@@ -130,9 +107,9 @@ class SQLiteStore(RecordStore):
         """Bump the epoch of ``scope`` (creating it at 1) and return its state."""
         with self._transaction("take", scope, write=True) as conn:
             ((epoch, completed),) = conn.execute(
-                "INSERT INTO scopes (sink_id, batch_id, partition_id, epoch, completed,"
-                " updated_at) VALUES (?, ?, ?, 1, 0, ?)"
-                " ON CONFLICT (sink_id, batch_id, partition_id)"
+                f"INSERT INTO scopes ({_COLUMNS}, epoch, completed, updated_at)"
+                " VALUES (?, ?, ?, ?, 1, 0, ?)"
+                f" ON CONFLICT ({_COLUMNS})"
                 " DO UPDATE SET epoch = epoch + 1, updated_at = excluded.updated_at"
                 " RETURNING epoch, completed",
                 (*_key(scope), time.time()),
@@ -172,14 +149,7 @@ class SQLiteStore(RecordStore):
                     f"DELETE FROM records WHERE {_WHERE_SCOPE} AND key = ?",
                     [(*key, name) for name in dropped],
                 )
-            if checked:
-                conn.executemany(
-                    "INSERT INTO records (sink_id, batch_id, partition_id, key, value)"
-                    " VALUES (?, ?, ?, ?, ?)"
-                    " ON CONFLICT (sink_id, batch_id, partition_id, key)"
-                    " DO UPDATE SET value = excluded.value",
-                    [(*key, name, value) for name, value in checked.items()],
-                )
+            self._write(conn, scope, checked)
 
     async def complete(self, scope: Scope, epoch: int, *, drop_records: bool = True) -> None:
         """Mark ``scope`` COMPLETED (dropping its records if asked) if ``epoch`` is current.
@@ -197,30 +167,36 @@ class SQLiteStore(RecordStore):
         where, args = ("WHERE s.sink_id = ?", (sink_id,)) if sink_id is not None else ("", ())
         with self._transaction("scopes", None, write=False) as conn:
             rows = conn.execute(
-                "SELECT s.sink_id, s.batch_id, s.partition_id, s.epoch, s.completed,"
+                "SELECT s.sink_id, s.run, s.batch_id, s.partition_id, s.epoch, s.completed,"
                 " s.updated_at, (SELECT count(*) FROM records AS r WHERE r.sink_id = s.sink_id"
-                " AND r.batch_id = s.batch_id AND r.partition_id = s.partition_id)"
+                " AND r.run = s.run AND r.batch_id = s.batch_id"
+                " AND r.partition_id = s.partition_id)"
                 f" FROM scopes AS s {where}"
-                " ORDER BY s.sink_id, s.batch_id, s.partition_id",
+                " ORDER BY s.sink_id, s.batch_id, s.partition_id, s.run",
                 args,
             ).fetchall()
         return [
-            ScopeInfo(Scope(sink, batch, part), epoch, bool(done), count, updated)
-            for sink, batch, part, epoch, done, updated, count in rows
+            ScopeInfo(Scope(sink, batch, part, run), epoch, bool(done), count, updated)
+            for sink, run, batch, part, epoch, done, updated, count in rows
         ]
 
     async def purge(
         self,
         sink_id: str,
         *,
+        run: str | None = None,
         before_batch: int | None = None,
         older_than_s: float | None = None,
     ) -> int:
-        """Delete the scopes of ``sink_id`` below ``before_batch`` and/or older than
-        ``older_than_s`` seconds (both must hold when both are given). Returns how many."""
+        """Delete the scopes of ``sink_id`` (of one ``run``, or of all) below
+        ``before_batch`` and/or older than ``older_than_s`` seconds (both must hold when
+        both are given). Returns how many."""
         cutoff = _purge_cutoff(before_batch, older_than_s, time.time())
         where = ["sink_id = ?"]
         args: list[object] = [sink_id]
+        if run is not None:
+            where.append("run = ?")
+            args.append(run)
         if before_batch is not None:
             where.append("batch_id < ?")
             args.append(before_batch)
@@ -230,11 +206,33 @@ class SQLiteStore(RecordStore):
         condition = " AND ".join(where)
         with self._transaction("purge", None, write=True) as conn:
             conn.execute(
-                "DELETE FROM records WHERE (sink_id, batch_id, partition_id) IN"
-                f" (SELECT sink_id, batch_id, partition_id FROM scopes WHERE {condition})",
+                f"DELETE FROM records WHERE ({_COLUMNS}) IN"
+                f" (SELECT {_COLUMNS} FROM scopes WHERE {condition})",
                 args,
             )
             return conn.execute(f"DELETE FROM scopes WHERE {condition}", args).rowcount
+
+    async def seal(
+        self, scope: Scope, puts: Mapping[str, bytes], *, drop_prefixes: tuple[str, ...]
+    ) -> None:
+        """Mark ``scope`` COMPLETED for good, in one transaction: bump its epoch (creating
+        it at 1), drop the records under ``drop_prefixes`` and write ``puts``."""
+        checked, _ = _checked_writes(puts, ())
+        key = _key(scope)
+        with self._transaction("seal", scope, write=True) as conn:
+            conn.execute(
+                f"INSERT INTO scopes ({_COLUMNS}, epoch, completed, updated_at)"
+                " VALUES (?, ?, ?, ?, 1, 1, ?)"
+                f" ON CONFLICT ({_COLUMNS}) DO UPDATE SET epoch = epoch + 1, completed = 1,"
+                " updated_at = excluded.updated_at",
+                (*key, time.time()),
+            )
+            # substr, not LIKE: a prefix may hold '%' or '_'.
+            conn.executemany(
+                f"DELETE FROM records WHERE {_WHERE_SCOPE} AND substr(key, 1, ?) = ?",
+                [(*key, len(prefix), prefix) for prefix in dict.fromkeys(drop_prefixes)],
+            )
+            self._write(conn, scope, checked)
 
     async def aclose(self) -> None:
         """Close this process's connection; the next call opens a new one."""
@@ -248,6 +246,15 @@ class SQLiteStore(RecordStore):
     def _records(conn: sqlite3.Connection, scope: Scope) -> dict[str, bytes]:
         rows = conn.execute(f"SELECT key, value FROM records WHERE {_WHERE_SCOPE}", _key(scope))
         return {name: bytes(value) for name, value in rows}
+
+    @staticmethod
+    def _write(conn: sqlite3.Connection, scope: Scope, records: Mapping[str, bytes]) -> None:
+        if records:
+            conn.executemany(
+                f"INSERT INTO records ({_COLUMNS}, key, value) VALUES (?, ?, ?, ?, ?, ?)"
+                f" ON CONFLICT ({_COLUMNS}, key) DO UPDATE SET value = excluded.value",
+                [(*_key(scope), name, value) for name, value in records.items()],
+            )
 
     @staticmethod
     def _fence(
@@ -284,7 +291,7 @@ class SQLiteStore(RecordStore):
                 finally:
                     if conn.in_transaction:
                         conn.execute("ROLLBACK")
-            except sqlite3.Error as exc:
+            except (sqlite3.Error, OSError) as exc:
                 where = f" of scope {scope}" if scope is not None else ""
                 raise DurableError(
                     f"sqlite store {str(self._path)!r}: {operation}{where} failed: {exc}"
@@ -306,32 +313,46 @@ class SQLiteStore(RecordStore):
         return self._conn
 
     def _open(self) -> sqlite3.Connection:
-        self._path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(
-            self._path, timeout=self._timeout, isolation_level=None, check_same_thread=False
+        return open_connection(self._path, self._timeout)
+
+
+def _check_timeout(timeout: float) -> None:
+    if not (math.isfinite(timeout) and timeout > 0):
+        raise ValueError(f"timeout must be a number of seconds > 0, got {timeout}")
+
+
+def _parse_url(url: str) -> tuple[str, float | None]:
+    """The file path and ``timeout`` option of a ``sqlite://`` URL.
+
+    Messages name the URL without its options: an option given by mistake may be a secret.
+    """
+    prefix = "sqlite://"
+    path, _, query = url[len(prefix) :].partition("?")
+    shown = f"sqlite://{path}"
+    if url[: len(prefix)].lower() != prefix:
+        raise ValueError(f"not a sqlite store URL (expected sqlite:///path.db): {shown!r}")
+    if not path or path == "/":
+        raise ValueError(
+            f"sqlite store URL without a file path: {shown!r}; "
+            "expected sqlite:///abs/path.db or sqlite://relative/path.db"
         )
-        try:
-            (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
-            if str(mode).lower() != "wal":
-                raise sqlite3.OperationalError(f"cannot switch the journal to WAL (got {mode})")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                (version,) = conn.execute("PRAGMA user_version").fetchone()
-                if version == 0:
-                    for statement in _SCHEMA.split(";"):
-                        if statement.strip():
-                            conn.execute(statement)
-                    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-                elif version != SCHEMA_VERSION:
-                    raise sqlite3.DatabaseError(
-                        f"schema version {version} is not the supported {SCHEMA_VERSION}"
-                    )
-                conn.execute("COMMIT")
-            finally:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-        except BaseException:
-            conn.close()
-            raise
-        return conn
+    try:
+        options = parse_qs(query, keep_blank_values=True, strict_parsing=bool(query))
+    except ValueError:
+        raise ValueError(
+            f"malformed options in sqlite store URL {shown!r}; expected ?timeout=SECONDS"
+        ) from None
+    unknown = sorted(set(options) - {"timeout"})
+    if unknown:
+        raise ValueError(f"unknown sqlite store options {unknown} in {shown!r}; allowed: timeout")
+    if "timeout" not in options:
+        return path, None
+    try:
+        timeout = float(options["timeout"][-1])
+        _check_timeout(timeout)
+    except ValueError:
+        raise ValueError(
+            f"sqlite store option timeout in {shown!r} must be a number of seconds > 0, "
+            f"got {options['timeout'][-1]!r}"
+        ) from None
+    return path, timeout

@@ -23,6 +23,9 @@ from asyncsink.stores import RecordStore, Scope
 
 A = Scope("sink-a", 7, 3)
 B = Scope("sink-a", 7, 4)
+A_RUN1 = Scope("sink-a", 7, 3, "run-1")
+A_RUN2 = Scope("sink-a", 7, 3, "run-2")
+LOG_PREFIXES = ("call:", "meta")
 
 
 def _age_since(mark: float) -> float:
@@ -354,6 +357,142 @@ class StoreConformance:
         await store.complete(A, state.epoch)
         loaded = await store.load(A)
         assert loaded is not None and loaded.completed and dict(loaded.records) == {}
+
+    # -- runs ----------------------------------------------------------------------------
+
+    async def test_scopes_of_different_runs_are_independent(self, store: RecordStore) -> None:
+        assert [(await store.take(scope)).epoch for scope in (A, A_RUN1, A_RUN2)] == [1, 1, 1]
+        assert (await store.take(A_RUN1)).epoch == 2
+        await store.put(A_RUN1, 2, {"k": b"run-1"})
+        await store.put(A, 1, {"k": b"no run"})
+        with pytest.raises(FencedError):
+            await store.put(A_RUN2, 2, {"k": b"x"})
+        await store.complete(A_RUN2, 1)
+        states = {scope: await store.load(scope) for scope in (A, A_RUN1, A_RUN2)}
+        shown = {
+            scope: (state.epoch, state.completed, dict(state.records))
+            for scope, state in states.items()
+            if state is not None
+        }
+        assert shown == {
+            A: (1, False, {"k": b"no run"}),
+            A_RUN1: (2, False, {"k": b"run-1"}),
+            A_RUN2: (1, True, {}),
+        }
+        assert await store.load(Scope("sink-a", 7, 3, "run-3")) is None
+        listed = await store.scopes("sink-a")
+        assert [info.scope for info in listed] == [A, A_RUN1, A_RUN2]
+        assert [info.scope.run for info in listed] == ["", "run-1", "run-2"]
+        assert [(info.epoch, info.record_count) for info in listed] == [(1, 1), (2, 1), (1, 0)]
+
+    async def test_purge_of_one_run_keeps_the_other_runs(self, store: RecordStore) -> None:
+        for run in ("", "run-1", "run-2"):
+            for batch in (1, 2):
+                scope = Scope("s", batch, 0, run)
+                epoch = (await store.take(scope)).epoch
+                await store.put(scope, epoch, {"r": b"x"})
+        await store.take(Scope("t", 1, 0, "run-1"))
+        assert await store.purge("s", run="run-1") == 2
+        assert await store.purge("s", run="run-2", before_batch=2) == 1
+        assert await store.purge("s", run="run-9") == 0
+        remaining = [info.scope for info in await store.scopes()]
+        assert remaining == [
+            Scope("s", 1, 0),
+            Scope("s", 2, 0),
+            Scope("s", 2, 0, "run-2"),
+            Scope("t", 1, 0, "run-1"),
+        ]
+        assert await store.purge("s", run="") == 2, "the empty run is a run of its own"
+        assert [info.scope for info in await store.scopes("s")] == [Scope("s", 2, 0, "run-2")]
+
+    async def test_purge_without_a_run_removes_every_run(self, store: RecordStore) -> None:
+        for scope in (A, A_RUN1, A_RUN2, Scope("sink-a", 9, 0, "run-1"), Scope("other", 7, 3)):
+            epoch = (await store.take(scope)).epoch
+            await store.put(scope, epoch, {"k": b"v"})
+        assert await store.purge("sink-a", before_batch=8) == 3
+        assert [info.scope for info in await store.scopes("sink-a")] == [
+            Scope("sink-a", 9, 0, "run-1")
+        ]
+        assert await store.purge("sink-a") == 1
+        assert [info.scope for info in await store.scopes()] == [Scope("other", 7, 3)]
+        fresh = await store.take(A_RUN1)
+        assert (fresh.epoch, dict(fresh.records)) == (1, {})
+
+    # -- seal ----------------------------------------------------------------------------
+
+    async def test_seal_of_an_unknown_scope_creates_it_completed(self, store: RecordStore) -> None:
+        await store.seal(A_RUN1, {"summary": b"s1"}, drop_prefixes=LOG_PREFIXES)
+        state = await store.load(A_RUN1)
+        assert state is not None
+        assert (state.epoch, state.completed, dict(state.records)) == (
+            1,
+            True,
+            {"summary": b"s1"},
+        )
+        assert await store.load(A) is None and await store.load(A_RUN2) is None
+
+    async def test_seal_fences_the_holder_and_drops_only_the_prefixed_records(
+        self, store: RecordStore
+    ) -> None:
+        holder = (await store.take(A)).epoch
+        kept = {"fn:0000000000": b"durable call", "metal": b"not meta", "cal:1": b"c"}
+        await store.put(
+            A, holder, {"call:0000000001": b"r1", "call:0000000002": b"r2", "meta": b"m", **kept}
+        )
+        await store.seal(A, {"summary": b"s"}, drop_prefixes=("call:", "meta"))
+        state = await store.load(A)
+        assert state is not None
+        assert (state.epoch, state.completed) == (holder + 1, True)
+        expected = {"fn:0000000000": b"durable call", "cal:1": b"c", "summary": b"s"}
+        assert dict(state.records) == expected, "'metal' starts with 'meta' and goes too"
+        with pytest.raises(FencedError) as caught:
+            await store.put(A, holder, {"call:0000000003": b"late"})
+        assert caught.value.current == holder + 1
+        with pytest.raises(FencedError):
+            await store.complete(A, holder)
+        after = await store.load(A)
+        assert after is not None and dict(after.records) == expected
+
+    async def test_seal_keeps_a_put_whose_key_is_under_a_dropped_prefix(
+        self, store: RecordStore
+    ) -> None:
+        epoch = (await store.take(A)).epoch
+        await store.put(A, epoch, {"meta": b"old", "call:1": b"r"})
+        await store.seal(A, {"meta": b"new"}, drop_prefixes=("call:", "meta"))
+        state = await store.load(A)
+        assert state is not None and dict(state.records) == {"meta": b"new"}
+
+    async def test_seal_twice_is_harmless_and_seal_touches_one_scope(
+        self, store: RecordStore
+    ) -> None:
+        for scope in (A, A_RUN1, B):
+            epoch = (await store.take(scope)).epoch
+            await store.put(scope, epoch, {"call:1": b"r", "fn:1": b"f"})
+        await store.seal(A, {"summary": b"s"}, drop_prefixes=LOG_PREFIXES)
+        await store.seal(A, {"summary": b"s"}, drop_prefixes=LOG_PREFIXES)
+        state = await store.load(A)
+        assert state is not None
+        assert (state.epoch, state.completed) == (3, True)
+        assert dict(state.records) == {"fn:1": b"f", "summary": b"s"}
+        for other in (A_RUN1, B):
+            untouched = await store.load(other)
+            assert untouched is not None
+            assert (untouched.epoch, untouched.completed) == (1, False)
+            assert dict(untouched.records) == {"call:1": b"r", "fn:1": b"f"}
+        listed = {info.scope: info for info in await store.scopes("sink-a")}
+        assert (listed[A].completed, listed[A].record_count) == (True, 2)
+        again = await store.take(A)
+        assert again.completed and again.epoch == 4, "a sealed scope stays COMPLETED"
+
+    async def test_seal_drops_many_records_and_refuses_bad_puts(self, store: RecordStore) -> None:
+        epoch = (await store.take(A)).epoch
+        await store.put(A, epoch, {f"call:{i:010d}": b"x" * 50 for i in range(300)})
+        await store.seal(A, {}, drop_prefixes=("call:",))
+        state = await store.load(A)
+        assert state is not None and state.completed and dict(state.records) == {}
+        with pytest.raises(TypeError):
+            await store.seal(B, {"k": "not bytes"}, drop_prefixes=())  # type: ignore[dict-item]
+        assert await store.load(B) is None, "a refused seal writes nothing"
 
     # -- lifecycle -----------------------------------------------------------------------
 

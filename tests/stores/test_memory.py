@@ -17,6 +17,19 @@ class TestMemoryStore(StoreConformance):
             yield store
 
 
+class _DefaultSeal(MemoryStore):
+    """A store that seals with ``RecordStore``'s default, built from take, put, complete."""
+
+    seal = RecordStore.seal
+
+
+class TestDefaultSeal(StoreConformance):
+    @pytest.fixture
+    async def store(self) -> AsyncIterator[RecordStore]:
+        async with _DefaultSeal() as store:
+            yield store
+
+
 @pytest.mark.anyio
 async def test_stores_of_one_name_share_data_and_other_names_do_not() -> None:
     name = f"shared-{uuid.uuid4().hex}"

@@ -216,3 +216,79 @@ def test_three_processes_sharing_one_file_keep_fencing_and_lose_no_write(
         assert dict(state.records) == {
             f"own-{n}": f"{worker}:{n}".encode() * 50 for n in range(rounds)
         }
+
+
+_VERSION_1 = """
+CREATE TABLE scopes (
+    sink_id TEXT NOT NULL, batch_id INTEGER NOT NULL, partition_id INTEGER NOT NULL,
+    epoch INTEGER NOT NULL, completed INTEGER NOT NULL DEFAULT 0, updated_at REAL NOT NULL,
+    PRIMARY KEY (sink_id, batch_id, partition_id)
+) WITHOUT ROWID;
+CREATE TABLE records (
+    sink_id TEXT NOT NULL, batch_id INTEGER NOT NULL, partition_id INTEGER NOT NULL,
+    key TEXT NOT NULL, value BLOB NOT NULL,
+    PRIMARY KEY (sink_id, batch_id, partition_id, key)
+);
+INSERT INTO scopes VALUES ('orders', 3, 0, 2, 0, 1000.0), ('orders', 4, 1, 1, 1, 2000.0);
+INSERT INTO records VALUES ('orders', 3, 0, 'call:1', x'0102'), ('orders', 3, 0, 'meta', x'');
+PRAGMA user_version = 1;
+"""
+
+
+@pytest.mark.anyio
+async def test_a_version_1_file_is_migrated_in_place_with_the_empty_run(tmp_path: Path) -> None:
+    path = tmp_path / "records.db"
+    conn = sqlite3.connect(path)
+    conn.executescript(_VERSION_1)
+    conn.close()
+    async with SQLiteStore(path) as store:
+        listed = [(i.scope, i.epoch, i.completed, i.record_count) for i in await store.scopes()]
+        assert listed == [
+            (Scope("orders", 3, 0), 2, False, 2),
+            (Scope("orders", 4, 1), 1, True, 0),
+        ]
+        assert [info.updated_at for info in await store.scopes()] == [1000.0, 2000.0]
+        state = await store.take(Scope("orders", 3, 0))
+        assert (state.epoch, dict(state.records)) == (3, {"call:1": b"\x01\x02", "meta": b""})
+        assert await store.load(Scope("orders", 3, 0, "run-1")) is None
+        await store.take(Scope("orders", 3, 0, "run-1"))
+        assert len(await store.scopes("orders")) == 3
+    with sqlite3.connect(path) as check:
+        assert check.execute("PRAGMA user_version").fetchone() == (2,)
+        tables = sorted(row[0] for row in check.execute("SELECT name FROM sqlite_master"))
+        assert [name for name in tables if not name.startswith("sqlite_")] == [
+            "records",
+            "scopes",
+        ], "the version-1 tables are gone"
+        columns = [row[1] for row in check.execute("PRAGMA table_info(scopes)")]
+        assert columns[:2] == ["sink_id", "run"]
+    check.close()
+
+
+@pytest.mark.anyio
+async def test_a_failed_migration_leaves_the_version_1_file_as_it_was(tmp_path: Path) -> None:
+    path = tmp_path / "records.db"
+    conn = sqlite3.connect(path)
+    conn.executescript(_VERSION_1)
+    # A table in the way of the second rename makes the migration fail after the first.
+    conn.execute("CREATE TABLE records_v1 (x)")
+    conn.commit()
+    conn.close()
+    async with SQLiteStore(path) as store:
+        with pytest.raises(DurableError, match="records_v1"):
+            await store.scopes()
+    with sqlite3.connect(path) as check:
+        assert check.execute("PRAGMA user_version").fetchone() == (1,)
+        assert check.execute("SELECT count(*) FROM scopes").fetchone() == (2,)
+        assert check.execute("SELECT count(*) FROM records").fetchone() == (2,)
+    check.close()
+
+
+@pytest.mark.anyio
+async def test_seal_drops_prefixes_literally_not_as_patterns(tmp_path: Path) -> None:
+    async with SQLiteStore(tmp_path / "records.db") as store:
+        epoch = (await store.take(SHARED)).epoch
+        await store.put(SHARED, epoch, {"a%b": b"1", "axb": b"2", "a_c": b"3", "abc": b"4"})
+        await store.seal(SHARED, {}, drop_prefixes=("a%", "a_"))
+        state = await store.load(SHARED)
+    assert state is not None and dict(state.records) == {"axb": b"2", "abc": b"4"}
