@@ -59,7 +59,8 @@ class JsonLinesDeadLetter:
     """Appends each dead letter as one JSON line to ``path`` (created with its folders).
 
     Each line is written with a single ``write`` on a file opened in append mode, so the
-    Python worker processes of one machine can share the file.
+    Python worker processes of one machine can share the file, and is on disk (``fsync``)
+    before the call returns: only then does the record count as settled.
     """
 
     def __init__(self, path: str) -> None:
@@ -71,6 +72,8 @@ class JsonLinesDeadLetter:
         os.makedirs(folder, exist_ok=True)
         with self._lock, open(self.path, "ab") as out:
             out.write(letter.to_json() + b"\n")
+            out.flush()
+            os.fsync(out.fileno())
 
     def __repr__(self) -> str:
         return f"JsonLinesDeadLetter({self.path!r})"

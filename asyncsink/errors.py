@@ -11,9 +11,11 @@
     │   ├── RetryableError     try the request again (5xx, timeouts, connection errors)
     │   │   └── ThrottledError the destination pushes back (429, 503, throughput exceeded)
     │   └── FatalError         do not try again (auth, not found, malformed request)
+    ├── DeadLetterError        a bad record could not be written to the dead-letter target
     └── DurableError           the call log cannot be trusted or written
         ├── FencedError        another attempt took over this scope
-        └── CorruptRecordError a stored record cannot be decoded
+        ├── CorruptRecordError a stored record cannot be decoded
+        └── ReplayMismatchError a completed scope was replayed with different input
 
 A shim translates its vendor errors (httpx, botocore, HTTP status codes, bulk items) into
 ``RetryableError``, ``ThrottledError`` or ``FatalError`` with ``raise ... from exc`` so the
@@ -27,12 +29,14 @@ __all__ = [
     "AsyncSinkError",
     "BadRecordError",
     "CorruptRecordError",
+    "DeadLetterError",
     "DeliveryError",
     "DestinationError",
     "DurableError",
     "FatalError",
     "FencedError",
     "OptionError",
+    "ReplayMismatchError",
     "RetryableError",
     "ThrottledError",
     "WriterStateError",
@@ -124,6 +128,11 @@ class FatalError(DestinationError):
     """The request can never succeed as configured; the task should fail now."""
 
 
+class DeadLetterError(AsyncSinkError):
+    """Writing a bad record to the dead-letter target failed; the record is not settled,
+    so the task fails and its retry meets the record again."""
+
+
 class DurableError(AsyncSinkError):
     """The durable call log cannot be read or written."""
 
@@ -147,3 +156,24 @@ class CorruptRecordError(DurableError):
         self.key = key
         self.reason = reason
         super().__init__(f"scope {scope}: record {key!r} cannot be decoded: {reason}")
+
+
+class ReplayMismatchError(DurableError):
+    """A scope that Spark already committed was replayed with other input than it held.
+
+    The records of a completed scope keep its entry count and a digest of its entries; a
+    replay (a re-run with the same ``batchId``, a batch Spark runs again) whose input
+    differs cannot be delivered under the old identity without mixing two inputs."""
+
+    def __init__(self, scope: object, expected: tuple[int, str], got: tuple[int, str]) -> None:
+        self.scope = scope
+        self.expected = expected
+        self.got = got
+        sink, *_ = str(scope).split("/")
+        super().__init__(
+            f"scope {scope} (sink id {sink!r}) was completed with {expected[0]} entries "
+            f"(digest {expected[1]}) but is replayed with {got[0]} entries (digest {got[1]}): "
+            "the input of a committed run changed. Nothing was sent. To deliver the new "
+            "input, give it a new run (another batchId, or none for a fresh run id) or a new "
+            f"sinkId, or purge the old records (asyncsink records purge STORE_URL {sink})"
+        )

@@ -219,6 +219,8 @@ def _from_string(spec: OptionSpec, text: str) -> Any:
 
 
 def _validate(spec: OptionSpec, value: Any) -> None:
+    if value is None and spec.default is None:
+        return  # an optional option left unset
     shown = "<hidden>" if spec.secret else value
     if spec.kind in ("int", "size", "duration"):
         if not isinstance(value, int) or isinstance(value, bool):

@@ -13,6 +13,7 @@ to retry by index, which were rejected as bad records, whether the destination t
 from __future__ import annotations
 
 import contextvars
+import hashlib
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,9 +24,17 @@ __all__ = ["CallInfo", "SubmitResult", "current_call", "idempotency_key"]
 _NAMESPACE = uuid.UUID("6f1c7f2e-3b1a-5d6e-9a43-0c2f5b8e7d10")
 
 
-def idempotency_key(scope: str, call_id: int) -> str:
-    """A stable, opaque key for call ``call_id`` of ``scope`` (a name-based UUID)."""
-    return str(uuid.uuid5(_NAMESPACE, f"{scope}#{call_id}"))
+def idempotency_key(scope: str, call_id: int, content: bytes = b"") -> str:
+    """A stable, opaque key for call ``call_id`` of ``scope`` (a name-based UUID).
+
+    ``content`` (a digest of what the call carries) makes the key differ whenever the
+    content differs, so a key is never reused for other entries, even for the same call
+    of a scope whose records were purged and written anew.
+    """
+    name = f"{scope}#{call_id}"
+    if content:
+        name += "#" + hashlib.blake2b(content, digest_size=16).hexdigest()
+    return str(uuid.uuid5(_NAMESPACE, name))
 
 
 @dataclass(frozen=True, slots=True)

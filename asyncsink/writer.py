@@ -35,6 +35,7 @@ from .dead_letter import DeadLetter, dead_letter_target, element_bytes
 from .errors import (
     AsyncSinkError,
     BadRecordError,
+    DeadLetterError,
     DeliveryError,
     FatalError,
     FencedError,
@@ -245,8 +246,6 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         if exc is None:
             try:
                 await self._flush(final=True)
-                if self._log is not None:
-                    await self._log.complete()
             except BaseException as error:
                 await self._save_what_is_known()
                 await self._shutdown(error)
@@ -336,8 +335,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         seq = self._next_seq
         self._next_seq = seq + 1
         if self._skip_all:
-            self._written += 1
-            self._log.skipped += 1  # type: ignore[union-attr]
+            self._skip_completed(seq, element)
             return False
         try:
             entry = self.convert(element)
@@ -356,6 +354,8 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             self._written += 1  # accepted into the dead-letter target
             return False
         self._written += 1
+        if self._log is not None:
+            self._log.note(seq, entry)
         buffer = self._buffer
         if buffer.fresh_count:
             # Only the oldest entry's time sets a deadline; a later entry may carry an
@@ -380,6 +380,13 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             for element in elements:
                 started = self._accept(element) or started
             return started
+        if self._log is not None:
+            self._log.note_run(self._next_seq, [item[1] for item in items])
+            if self._skip_all:
+                self._log.skipped += len(items)
+                self._next_seq += len(items)
+                self._written += len(items)
+                return False
         buffer = self._buffer
         if not buffer.fresh_count:
             self._wake.set()
@@ -389,11 +396,24 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         self._written += len(items)
         return self._pump_if_batch_ready()
 
+    def _skip_completed(self, seq: int, element: InputT) -> None:
+        """An element of a scope completed by an earlier run: not sent, only digested (a
+        bad record was dealt with by that run, and is not digested)."""
+        assert self._log is not None
+        self._written += 1
+        self._log.skipped += 1
+        try:
+            entry = self.convert(element)
+        except Exception:
+            return
+        if self.entry_size(entry) <= self._max_record:
+            self._log.note(seq, entry)
+
     def _convert_run(self, elements: list[InputT]) -> list[Item[EntryT]] | None:
         """The items of ``elements`` converted at once, numbered from ``_next_seq``; or
         ``None`` when they must be taken one at a time (the call log replays them, or one
         is a bad record)."""
-        if self._skip_all or (self._log is not None and self._log.recovering):
+        if self._log is not None and self._log.recovering:
             return None
         try:
             entries = self.convert_all(elements)
@@ -430,7 +450,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
     async def _flush(self, *, final: bool) -> None:
         self._check_usable()
         if final and self._log is not None:
-            self._log.finish_input()
+            self._log.finish_input(self._next_seq)
             self._take_from_log()
         self._flushing += 1
         try:
@@ -482,7 +502,14 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
                 record = self.serialize_entry(entry)
             except Exception:
                 record = repr(entry).encode()
-        self._dead_letter(DeadLetter(seq, reason, record, self._scope))
+        try:
+            self._dead_letter(DeadLetter(seq, reason, record, self._scope))
+        except Exception as exc:
+            raise DeadLetterError(
+                f"{self._scope}: writing bad record {seq} to the dead-letter target "
+                f"{self._dead_letter!r} failed: {type(exc).__name__}: {exc}; the record "
+                "is not settled, so the task fails and its retry handles it again"
+            ) from exc
         self._counts["dead_lettered"] += 1
 
     # ------------------------------------------------------------------ dispatching
@@ -672,19 +699,23 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
                 self._attempts.pop(seq, None)
             for seq in rejected_seqs:
                 self._attempts.pop(seq, None)
-        if self._log is not None:
-            # Rejected entries count as settled only once they are dead-lettered; without a
-            # target they fail the task, and its retry must meet them again.
-            settled = rejected_seqs if self._dead_letter is not None else {}
-            self._log.record_result(call.info, acked, settled, result.detail)
+        # Rejected entries count as settled only once their dead letter is written; without
+        # a target, or when writing it fails, they fail the task and its retry meets them.
+        settled: dict[int, str] = {}
+        failure: AsyncSinkError | None = None
         for index, reason in rejected.items():
+            seq, entry = items[index][0], items[index][1]
             try:
-                self._bad_record(
-                    items[index][0], f"rejected by the destination: {reason}", entry=items[index][1]
-                )
-            except BadRecordError as exc:
-                self._fail(exc, call)
-                return
+                self._bad_record(seq, f"rejected by the destination: {reason}", entry=entry)
+            except (BadRecordError, DeadLetterError) as exc:
+                failure = exc
+                break
+            settled[seq] = reason
+        if self._log is not None:
+            self._log.record_result(call.info, acked, settled, result.detail)
+        if failure is not None:
+            self._fail(failure, call)
+            return
         if retry:
             if result.throttled:
                 self._counts["throttled"] += 1

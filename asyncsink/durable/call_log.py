@@ -6,19 +6,22 @@ Write order, which decides what can be recovered:
    before the request leaves (several calls' records share one store write).
 2. After the response, the terminal record (SUCCEEDED with the acknowledged entries, or
    FAILED) overwrites that slot; it is written with the next sync.
-3. When the scope's barrier passed, ``complete()`` syncs and marks the scope COMPLETED.
+3. Only the driver marks the scope COMPLETED, once Spark committed its work
+   (``completion.complete_scopes`` with the ``summary()`` the task returned): a writer
+   that reached the end of its input cannot know that the input was whole.
 
 Every store write is conditional on the epoch this attempt took the scope with, so an
 attempt that was taken over (a zombie, a speculative copy) is fenced and stops.
 
 On a re-execution of the scope, ``open`` reads what the earlier attempts left: a
-COMPLETED scope sends nothing; PENDING (and FAILED) calls are settled first by the
-writer's reconciler or, without one, re-sent as the same call with the same idempotency
-key once their entries have been written again; acknowledged entries are skipped as they
-are written. Each replayed entry is checked against its recorded CRC: a mismatch means
-the input changed, so that record and every later one are dropped (the trimmed state is
-persisted at once) and the entry is sent as new. Entries checked before the mismatch
-matched what was delivered, so they stay delivered.
+COMPLETED scope sends nothing (its input is still digested and must match what was
+completed); PENDING (and FAILED) calls are settled first by the writer's reconciler or,
+without one, re-sent as the same call with the same idempotency key once their entries
+have been written again; acknowledged entries are skipped as they are written. Each
+replayed entry is checked against its recorded CRC: a mismatch means the input changed, so
+that record and every later one are dropped (the trimmed state is persisted at once) and
+the entry is sent as new. Entries checked before the mismatch matched what was delivered,
+so they stay delivered.
 """
 
 from __future__ import annotations
@@ -31,9 +34,10 @@ from typing import Any
 import anyio
 import orjson
 
-from ..errors import CorruptRecordError, DurableError
+from ..errors import CorruptRecordError, DurableError, ReplayMismatchError
 from ..request import CallInfo, idempotency_key
 from ..stores.base import RecordStore, Scope
+from .completion import SUMMARY_KEY, ScopeDigest, ScopeSummary, complete_scopes
 from .records import (
     FAILED,
     PENDING,
@@ -74,6 +78,9 @@ class CallLog:
         self.scope_name = str(scope)
         self.epoch = 0
         self.completed = False
+        self.entries = 0  # entries written in the scope, known once the input ended
+        self.digest = ScopeDigest()
+        self._completed_as: tuple[int, str] | None = None
         self.recovering = False
         self.next_call_id = 0
         self.skipped = 0
@@ -87,6 +94,7 @@ class CallLog:
         self._collected: dict[int, dict[int, Released]] = {}
         self._released: list[Released] = []
         self._resends: list[tuple[CallInfo, list[Released]]] = []
+        self._requeued: set[int] = set()  # calls of earlier attempts re-sent whole
         self._queue: dict[str, bytes] = {}
         self._deletes: set[str] = set()
         self._queued = 0
@@ -115,7 +123,8 @@ class CallLog:
         self.epoch = state.epoch
         if state.completed:
             self.completed = True
-            log.info("%s: completed by an earlier attempt; nothing will be sent", self.scope)
+            self._completed_as = self._decode_summary(state.records.get(SUMMARY_KEY))
+            log.info("%s: completed by an earlier run; nothing will be sent", self.scope)
             return
         next_call = 0
         for key, data in state.records.items():
@@ -153,6 +162,14 @@ class CallLog:
             )
         await self.sync()
 
+    def _decode_summary(self, data: bytes | None) -> tuple[int, str] | None:
+        if data is None:
+            return None  # completed before summaries were kept: nothing to compare
+        try:
+            return ScopeSummary.decode(data)
+        except ValueError as exc:
+            raise CorruptRecordError(self.scope, SUMMARY_KEY, str(exc)) from exc
+
     def _decode_meta(self, data: bytes) -> int:
         try:
             return int(orjson.loads(data)["next_call"])
@@ -160,7 +177,7 @@ class CallLog:
             raise CorruptRecordError(self.scope, _META_KEY, repr(exc)) from exc
 
     async def _settle_unfinished(self, record: CallRecord, reconcile: Reconciler) -> None:
-        info = self._info(record.call_id, record.seqs)
+        info = self._info(record)
         try:
             held = await reconcile(info)
         except Exception as exc:
@@ -188,9 +205,30 @@ class CallLog:
         except TypeError:
             return crc_of(self._serialize(entry))
 
-    def _info(self, call_id: int, seqs: Sequence[int]) -> CallInfo:
-        key = idempotency_key(self.scope_name, call_id)
-        return CallInfo(call_id, key, self.scope_name, tuple(seqs))
+    def _info(self, record: CallRecord) -> CallInfo:
+        """The call as the destination sees it; its key covers the entries' digests, so
+        the same call number never carries other content under the same key."""
+        content = record.fixed_fields()[1].encode()
+        key = idempotency_key(self.scope_name, record.call_id, content)
+        return CallInfo(record.call_id, key, self.scope_name, record.seqs)
+
+    # ------------------------------------------------------------------ digest
+
+    def note(self, seq: int, entry: Any) -> None:
+        """Count an accepted entry into the scope's digest."""
+        self.digest.add(seq, self._crc(entry))
+
+    def note_run(self, first_seq: int, entries: Sequence[Any]) -> None:
+        """Count accepted entries numbered from ``first_seq`` into the scope's digest."""
+        try:
+            crcs = list(map(zlib.crc32, entries))  # entries that are bytes already
+        except TypeError:
+            crcs = [self._crc(entry) for entry in entries]
+        self.digest.add_run(first_seq, crcs)
+
+    def summary(self) -> ScopeSummary:
+        """What this attempt was given: for the driver to complete the scope with."""
+        return ScopeSummary(self.scope, self.entries, self.digest.hexdigest())
 
     # ------------------------------------------------------------------ replay
 
@@ -215,14 +253,20 @@ class CallLog:
                 del self._collected[call_id]
                 self.resent_calls += 1
                 parts = [collected[s] for s in record.seqs]
-                self._resends.append((self._info(call_id, record.seqs), parts))
+                self._resends.append((self._info(record), parts))
+                self._requeued.add(call_id)
         else:
             self.skipped += 1
         self.recovering = bool(self._done or self._resend)
         return True
 
     def _diverged(self, record: CallRecord, seq: int) -> None:
-        dropped = [r for r in self._records.values() if r.call_id >= record.call_id]
+        # Calls already re-sent whole matched entry by entry: they stay.
+        dropped = [
+            r
+            for r in self._records.values()
+            if r.call_id >= record.call_id and r.call_id not in self._requeued
+        ]
         log.warning(
             "%s: entry %d differs from what call %d sent: the input changed since the "
             "earlier attempt (Spark replays must be deterministic); dropping call %d and "
@@ -255,8 +299,17 @@ class CallLog:
         self._released, self._resends = [], []
         return released, resends
 
-    def finish_input(self) -> None:
-        """The input ended: calls whose entries did not all come back are sent anew."""
+    def finish_input(self, entries: int) -> None:
+        """The input ended after ``entries`` entries: calls whose entries did not all come
+        back are sent anew.
+
+        Raises:
+            ReplayMismatchError: the scope was completed with other input.
+        """
+        self.entries = entries
+        if self.completed:
+            self._check_replay()
+            return
         for call_id, collected in self._collected.items():
             log.warning(
                 "%s: only %d of the %d entries of call %d were written again; the input "
@@ -280,6 +333,13 @@ class CallLog:
         self._resend.clear()
         self.recovering = False
 
+    def _check_replay(self) -> None:
+        if self._completed_as is None:
+            return
+        got = (self.entries, self.digest.hexdigest())
+        if got != self._completed_as:
+            raise ReplayMismatchError(self.scope, self._completed_as, got)
+
     # ------------------------------------------------------------------ recording
 
     def new_call(self, items: Sequence[Released]) -> CallInfo:
@@ -296,7 +356,7 @@ class CallLog:
         self._records[call_id] = record
         self._put(record)
         self._queue[_META_KEY] = orjson.dumps({"next_call": self.next_call_id})
-        return self._info(call_id, seqs)
+        return self._info(record)
 
     def record_result(
         self, call: CallInfo, acked: Collection[int], rejected: dict[int, str], detail: Any
@@ -358,13 +418,16 @@ class CallLog:
                 writing.set()
 
     async def complete(self) -> None:
-        """The barrier passed: drop this log's records and mark the scope COMPLETED.
+        """Seal the scope COMPLETED with this attempt's summary, keeping only the summary.
 
-        COMPLETED is durable before any record goes, so a crash in between leaves a scope
-        that sends nothing. Records of other users of the scope (durable calls) are kept.
+        For code that drives a writer itself, outside Spark, and knows its input was whole
+        once the writer closed; the Spark entry points leave this to the driver, after
+        Spark committed.
+
+        Raises:
+            FencedError: another attempt took the scope.
+            DurableError: the store cannot be written.
         """
         await self.sync()
-        await self.store.complete(self.scope, self.epoch, drop_records=False)
+        await complete_scopes(self.store, [self.summary()], completed_by="CallLog.complete")
         self.completed = True
-        mine = [_key(call_id) for call_id in self._records] + [_META_KEY]
-        await self.store.put(self.scope, self.epoch, {}, mine)

@@ -1,12 +1,13 @@
 """Spark entry points: ``foreachBatch``, ``foreachPartition`` and Python data sources."""
 
 from .foreach import BatchSink, foreach_batch, foreach_partition
-from .runner import run_partition
+from .runner import PartitionResult, run_partition
 from .spec import DurableOptions, SinkSpec
 
 __all__ = [
     "BatchSink",
     "DurableOptions",
+    "PartitionResult",
     "SinkSpec",
     "foreach_batch",
     "foreach_partition",

@@ -9,11 +9,17 @@
 
 Names: ``asyncsink-http``, ``asyncsink-kinesis``, ``asyncsink-elasticsearch``, and
 ``asyncsink`` (the generic one: option ``writer`` = ``module:Class``). Options are the
-same as for ``foreach_batch``. Each task's ``write`` returns its statistics in a commit
-message; the driver's ``commit`` sums them into one log line and, for a stream, purges
-call records of batches older than ``retainBatches``; ``abort`` leaves the records for
-the retry. These methods run in Python worker processes that Spark starts, so everything
-they need travels in the options and the commit messages.
+same as for ``foreach_batch``. Each task's ``write`` returns its statistics and its
+durable scope's summary in a commit message; the driver's ``commit`` completes those
+scopes (Spark committed them; see ``commit``), sums the statistics into one log line and,
+for a stream, purges call records of batches older than ``retainBatches``; ``abort``
+leaves the records for the retry. These methods run in Python worker processes that
+Spark starts, so everything they need travels in the options, in the writer object Spark
+pickles for its tasks, and in the commit messages.
+
+The run of a batch write is the ``batchId`` option, or a fresh id drawn when Spark asks
+for the writer (its tasks, retries included, share it); a stream's run is its query's
+persistent id, which each task reads from Spark's local properties.
 """
 
 from __future__ import annotations
@@ -30,9 +36,10 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
+from ..durable.completion import ScopeSummary
 from ..stats import WriterStatistics
-from .foreach import BatchSink
-from .runner import run_partition
+from .commit import RunIdentity, batch_identity, commit_run, task_stream_run
+from .runner import PartitionResult, run_partition
 from .spec import SinkSpec
 
 __all__ = [
@@ -52,31 +59,44 @@ _SPARK_OWN = frozenset({"checkpointlocation", "path", "queryname"})
 
 @dataclass
 class AsyncSinkCommitMessage(WriterCommitMessage):
-    """One task's statistics, sent to the driver's ``commit``."""
+    """One task's statistics and scope summary, sent to the driver's ``commit``."""
 
     statistics: WriterStatistics
+    summary: ScopeSummary | None = None
+
+    @classmethod
+    def of(cls, result: PartitionResult) -> AsyncSinkCommitMessage:
+        return cls(result.statistics, result.summary)
+
+
+def _results(messages: list[Any]) -> list[PartitionResult]:
+    return [
+        PartitionResult(message.statistics, message.summary)
+        for message in messages
+        if isinstance(message, AsyncSinkCommitMessage)
+    ]
 
 
 def _sum(messages: list[Any]) -> tuple[WriterStatistics, int]:
-    total = WriterStatistics()
-    failed = 0
-    for message in messages:
-        if isinstance(message, AsyncSinkCommitMessage):
-            total += message.statistics
-        else:
-            failed += 1
-    return total, failed
+    results = _results(messages)
+    total = sum((result.statistics for result in results), WriterStatistics())
+    return total, len(messages) - len(results)
 
 
 class _BatchWriter(DataSourceWriter):
     def __init__(self, spec: SinkSpec) -> None:
         self.spec = spec
+        self.identity = batch_identity(spec)  # pickled with the writer: one run per write
 
     def write(self, iterator: Iterator[Any]) -> AsyncSinkCommitMessage:
-        return AsyncSinkCommitMessage(run_partition(self.spec, iterator))
+        identity = self.identity
+        return AsyncSinkCommitMessage.of(
+            run_partition(self.spec, iterator, identity.run, identity.batch_id)
+        )
 
     def commit(self, messages: list[Any]) -> None:
-        total, _ = _sum(messages)
+        results = _results(messages)
+        total = commit_run(self.spec, self.identity, results, completed_by="data source commit")
         log.info("write of %s committed: %s", self.spec.sink, total.summary())
 
     def abort(self, messages: list[Any]) -> None:
@@ -94,17 +114,21 @@ class _StreamWriter(DataSourceStreamWriter):
         self.spec = spec
 
     def write(self, iterator: Iterator[Any]) -> AsyncSinkCommitMessage:
-        from pyspark import TaskContext
-
-        context = TaskContext.get()
-        batch = context.getLocalProperty("streaming.sql.batchId") if context else None
-        batch_id = int(batch) if batch is not None else None
-        return AsyncSinkCommitMessage(run_partition(self.spec, iterator, batch_id))
+        identity = task_stream_run()
+        return AsyncSinkCommitMessage.of(
+            run_partition(self.spec, iterator, identity.run, identity.batch_id)
+        )
 
     def commit(self, messages: list[Any], batchId: int) -> None:  # noqa: N803 - Spark's name
-        total, _ = _sum(messages)
+        results = _results(messages)
+        runs = {result.summary.scope.run for result in results if result.summary is not None}
+        if len(runs) > 1:
+            raise RuntimeError(f"batch {batchId} of {self.spec.sink}: tasks of runs {runs}")
+        identity = RunIdentity(runs.pop() if runs else "", batchId)
+        total = commit_run(
+            self.spec, identity, results, completed_by="data source commit", stream=True
+        )
         log.info("batch %d of %s committed: %s", batchId, self.spec.sink, total.summary())
-        BatchSink(self.spec)._purge_old(batchId)
 
     def abort(self, messages: list[Any], batchId: int) -> None:  # noqa: N803
         total, failed = _sum(messages)

@@ -10,22 +10,24 @@
     foreach_partition(df, "http", {"url": url}, sink_id="backfill", batch_id=20261121)
 
 Both run every partition through a writer (see ``runner``), reading its rows through
-Arrow when the columns allow it (see ``arrow``), and bring each partition's statistics
-back to the driver, where they are summed, logged in one line, and handed to
-an optional ``on_batch(batch_id, stats)`` callback.
+Arrow when the columns allow it (see ``arrow``), and bring each partition's result back
+to the driver. Once every partition returned, which is when Spark committed the work,
+the driver completes the durable scopes (see ``commit``), sums the statistics, logs them
+in one line and hands them to an optional ``on_batch(batch_id, stats)`` callback.
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
 from ..stats import WriterStatistics
-from ..stores import open_store
 from .arrow import arrow_readable, map_partitions_in_arrow
-from .runner import run_partition
+from .commit import RunIdentity, batch_identity, commit_run, stream_identity
+from .runner import PartitionResult, run_partition
 from .spec import SinkSpec
 
 __all__ = ["BatchSink", "foreach_batch", "foreach_partition"]
@@ -42,53 +44,42 @@ def _spec(sink: str, options: Mapping[str, Any] | None, sink_id: str | None) -> 
     return SinkSpec(sink, merged)
 
 
-def _partition_task(spec: SinkSpec, batch_id: int | None, rows: Any) -> WriterStatistics:
-    return run_partition(spec, rows, batch_id)
+def _partition_task(spec: SinkSpec, identity: RunIdentity, rows: Any) -> PartitionResult:
+    return run_partition(spec, rows, identity.run, identity.batch_id)
 
 
-def _write(df: Any, spec: SinkSpec, batch_id: int | None) -> WriterStatistics:
-    task = partial(_partition_task, spec, batch_id)
+def _write(df: Any, spec: SinkSpec, identity: RunIdentity) -> list[PartitionResult]:
+    task = partial(_partition_task, spec, identity)
     if arrow_readable(df.schema):
-        per_partition = map_partitions_in_arrow(df, task, as_dicts=spec.reads_mappings)
-    else:
-        per_partition = df.rdd.mapPartitions(lambda rows: [task(rows)]).collect()
-    return sum(per_partition, WriterStatistics())
+        results: list[PartitionResult] = map_partitions_in_arrow(
+            df, task, as_dicts=spec.reads_mappings
+        )
+        return results
+    return df.rdd.mapPartitions(lambda rows: [task(rows)]).collect()  # type: ignore[no-any-return]
 
 
 class BatchSink:
     """The function ``foreachBatch`` calls: ``(df, batch_id) -> None``.
 
-    ``statistics`` maps each batch id this driver ran to its summed statistics.
+    ``statistics`` maps each batch id this driver ran to its summed statistics. The
+    durable run is the query's persistent id (from its checkpoint); called outside a
+    streaming query, a ``BatchSink`` is one run of its own.
     """
 
     def __init__(self, spec: SinkSpec, on_batch: OnBatch | None = None) -> None:
         self.spec = spec
         self.on_batch = on_batch
         self.statistics: dict[int, WriterStatistics] = {}
+        self._own_run = uuid.uuid4().hex
 
     def __call__(self, df: Any, batch_id: int) -> None:
-        stats = _write(df, self.spec, batch_id)
+        identity = stream_identity(df, batch_id) or RunIdentity(self._own_run, batch_id)
+        results = _write(df, self.spec, identity)
+        stats = commit_run(self.spec, identity, results, completed_by="foreachBatch", stream=True)
         self.statistics[batch_id] = stats
-        log.info("batch %d of %s: %s", batch_id, self.spec.durable.sink_id, stats.summary())
-        self._purge_old(batch_id)
+        log.info("%s: %s", identity.describe(self.spec.durable.sink_id), stats.summary())
         if self.on_batch is not None:
             self.on_batch(batch_id, stats)
-
-    def _purge_old(self, batch_id: int) -> None:
-        durable = self.spec.durable
-        if durable.sink_id is None or not durable.retain_batches:
-            return
-        if batch_id - durable.retain_batches <= 0:
-            return
-        import anyio
-
-        async def purge() -> int:
-            async with open_store(durable.record_store) as store:
-                return await store.purge(
-                    durable.sink_id or "", before_batch=batch_id - durable.retain_batches
-                )
-
-        anyio.run(purge)
 
     def __repr__(self) -> str:
         return f"BatchSink({self.spec!r})"
@@ -104,7 +95,8 @@ def foreach_batch(
     """A ``foreachBatch`` function delivering each micro-batch through ``sink``.
 
     With ``sink_id`` (stable across restarts of the query), call records make a retried
-    task or a replayed micro-batch skip what already reached the destination.
+    task or a replayed micro-batch skip what already reached the destination. A query
+    restarted on a new checkpoint is a new run: it delivers everything again.
 
     Raises:
         OptionError: an option is unknown or invalid (raised here, on the driver).
@@ -122,13 +114,21 @@ def foreach_partition(
 ) -> WriterStatistics:
     """Deliver a batch DataFrame through ``sink``; return the summed statistics.
 
-    ``batch_id`` names this run in the durable scope (with ``sink_id``): re-running the
-    same ``(sink_id, batch_id)`` skips what was delivered, so use a new id per run.
+    With ``sink_id``, each call is a fresh run (task retries inside it skip what earlier
+    attempts delivered); ``batch_id`` names the run instead, so that running the same
+    ``(sink_id, batch_id)`` again skips what the earlier run delivered, and fails loudly
+    if its input changed.
+
+    Raises:
+        OptionError: an option is unknown or invalid (before any task starts).
+        ReplayMismatchError: ``batch_id`` names a completed run whose input differs.
     """
     merged = dict(options or {})
     if batch_id is not None:
         merged["batchId"] = str(batch_id)
     spec = _spec(sink, merged, sink_id)
-    stats = _write(df, spec, None)
-    log.info("job %s/%d: %s", spec.durable.sink_id, spec.durable.batch_id, stats.summary())
+    identity = batch_identity(spec)
+    results = _write(df, spec, identity)
+    stats = commit_run(spec, identity, results, completed_by="foreach_partition")
+    log.info("job %s: %s", identity.describe(spec.durable.sink_id), stats.summary())
     return stats

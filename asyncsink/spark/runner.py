@@ -8,7 +8,13 @@ and a full writer slows the reading down (backpressure).
 
 The partition ends with the writer's barrier: ``run_partition`` returns only when every
 row is acknowledged (or skipped as delivered by an earlier attempt), and raises
-otherwise, which fails the Spark task so that Spark retries it.
+otherwise, which fails the Spark task so that Spark retries it. An error while reading
+the rows (an operator upstream failed) is a failure too, never an end of input: the
+writer is stopped, keeps what it knows in its call records, and the error propagates.
+
+A partition that passed its barrier is still not done: its ``PartitionResult`` carries
+the scope's summary back to the driver, which completes the scope once Spark committed
+(see ``asyncsink.durable.completion``).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import os
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
@@ -28,11 +35,12 @@ from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from anyio.from_thread import BlockingPortal
 
 from ..durable.call_log import CallLog
+from ..durable.completion import ScopeSummary
 from ..stats import WriterStatistics
 from ..stores import RecordStore, Scope, open_store
 from .spec import SinkSpec
 
-__all__ = ["run_partition", "task_scope"]
+__all__ = ["PartitionResult", "run_partition", "task_scope"]
 
 log = logging.getLogger("asyncsink.spark")
 
@@ -75,37 +83,52 @@ def _store(url: str) -> RecordStore:
     return store
 
 
-def task_scope(spec: SinkSpec, batch_id: int | None) -> Scope | None:
-    """The durable scope of the running Spark task, or ``None`` without a ``sinkId``.
+@dataclass(frozen=True, slots=True)
+class PartitionResult:
+    """What a partition's task sends back to the driver: its statistics and, with durable
+    records, the summary the driver completes the scope with once Spark committed."""
 
-    The batch id is the micro-batch id when given, else the ``batchId`` option.
-    """
+    statistics: WriterStatistics
+    summary: ScopeSummary | None = None
+
+
+def task_scope(spec: SinkSpec, run: str, batch_id: int) -> Scope | None:
+    """The durable scope of the running Spark task, or ``None`` without a ``sinkId``."""
     if spec.durable.sink_id is None:
         return None
     from pyspark import TaskContext
 
     context = TaskContext.get()
     partition = context.partitionId() if context is not None else 0
-    batch = spec.durable.batch_id if batch_id is None else batch_id
-    return Scope(spec.durable.sink_id, batch, partition)
+    return Scope(spec.durable.sink_id, batch_id, partition, run)
 
 
-def run_partition(
-    spec: SinkSpec, rows: Iterable[Any], batch_id: int | None = None
-) -> WriterStatistics:
-    """Deliver ``rows`` with a writer built from ``spec``; return its statistics.
+class _ReadFailed(Exception):
+    """Stops the writer when reading the partition's rows failed."""
+
+
+def run_partition(spec: SinkSpec, rows: Iterable[Any], run: str, batch_id: int) -> PartitionResult:
+    """Deliver ``rows`` with a writer built from ``spec``, in the scope of ``run`` and
+    ``batch_id``; return its statistics and scope summary.
 
     Raises:
         AsyncSinkError: the rows could not all be delivered (the Spark task should fail).
+        Exception: reading the rows failed (as raised by the iterator); the writer was
+            stopped without treating the rows read so far as the whole partition.
     """
-    scope = task_scope(spec, batch_id)
+    scope = task_scope(spec, run, batch_id)
     portal = _worker_portal()
     send, receive = portal.call(_channel)
     future = portal.start_task_soon(_deliver, spec, scope, receive)
     iterator: Iterator[Any] = iter(rows)
     try:
         while not future.done():
-            chunk = list(islice(iterator, CHUNK_ROWS))
+            try:
+                chunk = list(islice(iterator, CHUNK_ROWS))
+            except BaseException as exc:
+                portal.call(_abort, send, exc)
+                _wait_quietly(future)
+                raise
             if not chunk:
                 break
             try:
@@ -114,8 +137,24 @@ def run_partition(
                 break  # the writer stopped; its error is in the future
     finally:
         portal.call(send.aclose)
-    stats: WriterStatistics = future.result()
-    return stats
+    result: PartitionResult = future.result()
+    return result
+
+
+async def _abort(send: ObjectSendStream[list[Any]], exc: BaseException) -> None:
+    """Tell the writer that the input failed: it must not pass its barrier."""
+    try:
+        await send.send(_ReadFailed(f"reading the partition's rows failed: {exc!r}"))  # type: ignore[arg-type]
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+        pass
+
+
+def _wait_quietly(future: Any) -> None:
+    """Wait for the writer to stop; its own error is secondary to the read error."""
+    try:
+        future.result()
+    except BaseException as exc:  # noqa: BLE001 - the read error is what the task reports
+        log.debug("writer stopped after a read error: %r", exc)
 
 
 async def _channel() -> tuple[ObjectSendStream[list[Any]], ObjectReceiveStream[list[Any]]]:
@@ -124,14 +163,16 @@ async def _channel() -> tuple[ObjectSendStream[list[Any]], ObjectReceiveStream[l
 
 async def _deliver(
     spec: SinkSpec, scope: Scope | None, receive: ObjectReceiveStream[list[Any]]
-) -> WriterStatistics:
+) -> PartitionResult:
     async with receive:  # closed on every exit, so the reading thread never blocks
         store = _store(spec.durable.record_store) if scope is not None else None
         call_log = CallLog(store, scope) if store is not None and scope is not None else None
         writer = spec.build(call_log=call_log)
         async with writer:
             async for chunk in receive:
+                if isinstance(chunk, _ReadFailed):
+                    raise chunk
                 await writer.write_all(chunk)
     stats = writer.statistics()
     log.info("%s: %s", scope or "partition", stats.summary())
-    return stats
+    return PartitionResult(stats, call_log.summary() if call_log is not None else None)

@@ -37,7 +37,7 @@ class DurableOptions(Options):
         None,
         kind="str",
         doc="Names the query or job; stable across restarts. Setting it turns on durable "
-        "call records (no re-send on task retry or batch replay).",
+        "call records (no re-send on task retry or batch replay). Use one per query or job.",
     )
     record_store: str = option(
         DEFAULT_RECORD_STORE,
@@ -45,11 +45,13 @@ class DurableOptions(Options):
         doc="Where call records live: sqlite:///path.db (one machine), dynamodb://table"
         "?region=... (clusters) or memory://name (tests).",
     )
-    batch_id: int = option(
-        0,
+    batch_id: int | None = option(
+        None,
+        kind="int",
         minimum=0,
-        doc="Job-level id of a batch write's durable scope; use a new one per logical run "
-        "(streaming writes use the micro-batch id).",
+        doc="Names a batch write's run: writing again with the same sinkId and batchId "
+        "skips what that run delivered (and fails if its input changed). Without it every "
+        "batch write is a new run. Streams use their query's id and micro-batch id.",
     )
     retain_batches: int = option(
         10,

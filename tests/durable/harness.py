@@ -112,9 +112,16 @@ class CrashingStore(RecordStore):
         return await self.inner.scopes(sink_id)
 
     async def purge(
-        self, sink_id: str, *, before_batch: int | None = None, older_than_s: float | None = None
+        self,
+        sink_id: str,
+        *,
+        run: str | None = None,
+        before_batch: int | None = None,
+        older_than_s: float | None = None,
     ) -> int:
-        return await self.inner.purge(sink_id, before_batch=before_batch, older_than_s=older_than_s)
+        return await self.inner.purge(
+            sink_id, run=run, before_batch=before_batch, older_than_s=older_than_s
+        )
 
 
 def options(**overrides: Any) -> SinkOptions:
@@ -134,15 +141,20 @@ async def run_attempt(
     *,
     scope: Scope = SCOPE,
     reconciles: bool = False,
+    complete: bool = True,
     **overrides: Any,
 ) -> EntryWriter:
-    """One attempt of the scope: write everything, pass the barrier (or crash)."""
+    """One attempt of the scope: write everything, pass the barrier (or crash), and with
+    ``complete`` do what the driver does once Spark committed: complete the scope."""
+    call_log = CallLog(store, scope)
     writer = EntryWriter(
         destination,
         reconciles=reconciles,
         options=options(**overrides),
-        call_log=CallLog(store, scope),
+        call_log=call_log,
     )
     async with writer:
         await writer.write_all(elements)
+    if complete:
+        await call_log.complete()
     return writer

@@ -1,0 +1,163 @@
+"""A scope is done only when the driver completes it; until then a replay is matched entry
+by entry, and after it a replay must bring the same input."""
+
+from __future__ import annotations
+
+import pytest
+
+from asyncsink import CallLog, DeadLetter, DeadLetterError, ReplayMismatchError, Scope
+from asyncsink.durable.completion import SUMMARY_KEY, ScopeDigest, ScopeSummary, complete_scopes
+from asyncsink.stores.memory import MemoryStore
+
+from .harness import SCOPE, Crash, CrashingStore, Destination, EntryWriter, options, run_attempt
+
+pytestmark = pytest.mark.anyio
+
+ENTRIES = [f"e{i}" for i in range(100)]
+
+
+async def test_a_barrier_that_passed_leaves_the_scope_open_for_the_rest_of_the_input() -> None:
+    """The upstream-failure case: the first attempt saw its input end early (a clean end
+    in the worker while the task failed in the JVM); the retry gets every row."""
+    store = MemoryStore()
+    destination = Destination(idempotent=True)
+    await run_attempt(store, destination, ENTRIES[:35], complete=False)
+    state = await store.load(SCOPE)
+    assert state is not None and not state.completed
+    writer = await run_attempt(store, destination, ENTRIES)
+    assert sorted(destination.applied) == sorted(ENTRIES)
+    assert destination.duplicates() == 0
+    assert writer.statistics().skipped == 35
+    assert writer.statistics().delivered == 65
+
+
+async def test_a_completed_scope_replayed_with_its_input_sends_nothing() -> None:
+    store = MemoryStore()
+    await run_attempt(store, Destination(), ENTRIES)
+    again = Destination()
+    writer = await run_attempt(store, again, ENTRIES)
+    assert again.applied == []
+    assert writer.statistics().skipped == len(ENTRIES)
+
+
+@pytest.mark.parametrize(
+    "replay",
+    [
+        ENTRIES[:99],  # a row less
+        [*ENTRIES, "e100"],  # a row more
+        ENTRIES[:50] + ["other"] + ENTRIES[51:],  # a row changed
+        ENTRIES[:10] + [ENTRIES[11], ENTRIES[10]] + ENTRIES[12:],  # two rows swapped
+    ],
+    ids=["shorter", "longer", "changed", "swapped"],
+)
+async def test_a_completed_scope_replayed_with_other_input_fails_loudly(replay: list[str]) -> None:
+    store = MemoryStore()
+    await run_attempt(store, Destination(), ENTRIES)
+    again = Destination()
+    with pytest.raises(ReplayMismatchError) as caught:
+        await run_attempt(store, again, replay)
+    assert again.applied == []
+    message = str(caught.value)
+    assert "sink/0/0" in message and "'sink'" in message
+    assert "100 entries" in message and "batchId" in message
+
+
+async def test_completion_keeps_a_summary_of_bytes_not_per_entry_records() -> None:
+    store = MemoryStore()
+    await run_attempt(store, Destination(), [f"row-{i}" for i in range(5000)])
+    state = await store.load(SCOPE)
+    assert state is not None and state.completed
+    assert set(state.records) == {SUMMARY_KEY}
+    assert len(state.records[SUMMARY_KEY]) < 120
+    assert ScopeSummary.decode(state.records[SUMMARY_KEY])[0] == 5000
+
+
+async def test_a_crash_while_completing_leaves_a_scope_that_replays_without_sending() -> None:
+    """The driver dies between the last partition returning and COMPLETED (and after)."""
+    destination = Destination()
+    store = CrashingStore(MemoryStore(), destination.events)
+    store.crash_on_complete = True
+    with pytest.raises(Crash):
+        await run_attempt(store, destination, ENTRIES)
+    store.crash_on_complete = False
+    writer = await run_attempt(store, destination, ENTRIES)
+    assert sorted(destination.applied) == sorted(ENTRIES)
+    assert writer.statistics().skipped == len(ENTRIES)
+    # after COMPLETED was written: the replay sends nothing either
+    writer = await run_attempt(store, destination, ENTRIES)
+    assert writer.statistics().skipped == len(ENTRIES)
+    assert destination.duplicates() == 0
+
+
+async def test_sealing_fences_an_attempt_that_still_runs() -> None:
+    store = MemoryStore()
+    call_log = CallLog(store, SCOPE)
+    writer = EntryWriter(Destination(), options=options(), call_log=call_log)
+    with pytest.raises(BaseException) as caught:  # noqa: B017 - a FencedError in a group
+        async with writer:
+            await writer.write_all(ENTRIES[:20])
+            await writer.flush()
+            await complete_scopes(store, [ScopeSummary(SCOPE, 20, ScopeDigest().hexdigest())])
+            await writer.write_all(ENTRIES[20:])
+    assert "taken over" in repr(caught.value)
+
+
+async def test_keys_differ_for_other_content_in_the_same_call_of_a_scope() -> None:
+    """After a purge, a new input under the same scope never reuses a key, so a destination
+    that deduplicates by key stores it (hazard 7)."""
+    store = MemoryStore()
+    destination = Destination(idempotent=True)
+    await run_attempt(store, destination, ENTRIES)
+    await store.purge("sink")
+    fresh = [f"new{i}" for i in range(100)]
+    await run_attempt(store, destination, fresh)
+    assert sorted(destination.applied) == sorted(ENTRIES + fresh)
+    # the same content keeps its keys: a re-send of a purged scope is still absorbed
+    await store.purge("sink")
+    await run_attempt(store, destination, fresh)
+    assert destination.duplicates() == 0
+
+
+async def test_runs_of_one_sink_are_separate_scopes_with_separate_keys() -> None:
+    store = MemoryStore()
+    destination = Destination(idempotent=True)
+    first, second = Scope("sink", 0, 0, "run1"), Scope("sink", 0, 0, "run2")
+    await run_attempt(store, destination, ENTRIES, scope=first)
+    writer = await run_attempt(store, destination, ENTRIES, scope=second)
+    assert writer.statistics().skipped == 0
+    assert destination.applied.count("e7") == 2
+    assert str(second) == "sink/run2/0/0"
+
+
+class Rejecting(EntryWriter):
+    """Rejects every entry whose text ends in 7 as a bad record."""
+
+    async def submit_request_entries(self, entries: list[str]) -> object:
+        from asyncsink import SubmitResult
+
+        self.destination.applied.extend(e for e in entries if not e.endswith("7"))
+        return SubmitResult(rejected={i: "bad" for i, e in enumerate(entries) if e.endswith("7")})
+
+
+async def test_a_failing_dead_letter_target_fails_the_task_and_the_retry_settles_them() -> None:
+    store = MemoryStore()
+    destination = Destination(idempotent=True)
+    letters: list[DeadLetter] = []
+
+    def broken(letter: DeadLetter) -> None:
+        raise OSError("read-only file system")
+
+    with pytest.raises(DeadLetterError) as caught:
+        async with Rejecting(
+            destination, options=options(dead_letter=broken), call_log=CallLog(store, SCOPE)
+        ) as writer:
+            await writer.write_all(ENTRIES)
+    assert "read-only file system" in str(caught.value) and "dead-letter" in str(caught.value)
+    async with Rejecting(
+        destination, options=options(dead_letter=letters.append), call_log=CallLog(store, SCOPE)
+    ) as writer:
+        await writer.write_all(ENTRIES)
+    rejected = {e for e in ENTRIES if e.endswith("7")}
+    assert {letter.record.decode() for letter in letters} == rejected
+    assert set(destination.applied) == set(ENTRIES) - rejected
+    assert destination.duplicates() == 0
