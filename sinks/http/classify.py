@@ -20,13 +20,15 @@ Per-entry outcomes come from 2xx bodies shaped ``{"errors": bool, "items": [...]
 item *i* (``{"status": 201}``, ``{"status": 400, "error": "..."}``, or the same wrapped
 in a one-key object as Elasticsearch does) is entry *i*'s fate: 2xx delivered; 408, 409,
 425, 429 and 5xx retried (throttled for 429 and 503); any other status rejects the entry
-as a bad record, with the item's error as reason.
+as a bad record, with the item's error as reason. Such a body is read by the rule of
+``sinks.http.answer``: a JSON answer cut short is retried, items that do not match the
+request fail the writer, and no entry counts as delivered on an answer that does not say
+so. A 2xx without items (``204``, ``OK``, ``{"accepted": 3}``) means every entry landed.
 """
 
 from __future__ import annotations
 
 import email.utils
-import re
 import ssl
 import time
 from collections.abc import Mapping, Sequence
@@ -38,6 +40,7 @@ import orjson
 from asyncsink.errors import DestinationError, FatalError, RetryableError, ThrottledError
 from asyncsink.request import SubmitResult
 
+from .answer import load_answer, read_items
 from .redact import Redactor
 
 __all__ = [
@@ -55,9 +58,6 @@ RETRYABLE_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 """Statuses whose request (or entry) may succeed if sent again."""
 THROTTLE_STATUSES = frozenset({429, 503})
 """Statuses by which the destination pushes back."""
-
-_ALL_OK = re.compile(rb'\s*\{\s*"errors"\s*:\s*false\s*[,}]')
-"""A body that opens with ``"errors": false`` needs no parsing (the common answer)."""
 
 _HINTS = {
     401: "check the authentication options (bearerToken, basicUsername/basicPassword, apiKey)",
@@ -158,25 +158,6 @@ def _is_certificate_error(exc: BaseException) -> bool:
     return isinstance(exc, ssl.SSLCertVerificationError)
 
 
-def _item_outcome(item: Any) -> tuple[int, Any]:
-    """The status and error of one response item (``{"status": ...}``, maybe wrapped)."""
-    if isinstance(item, Mapping) and "status" not in item and len(item) == 1:
-        inner = next(iter(item.values()))
-        if isinstance(inner, Mapping):
-            item = inner
-    if not isinstance(item, Mapping):
-        return 0, f"unreadable item {orjson.dumps(item)[:100].decode(errors='replace')}"
-    status = item.get("status")
-    error = item.get("error")
-    if status is None:
-        return (500 if error else 200), error
-    if isinstance(status, str) and status.isdigit():
-        status = int(status)
-    if not isinstance(status, int) or isinstance(status, bool):
-        return 0, f"unreadable item status {status!r}"
-    return status, error
-
-
 def _reason(status: int, error: Any, redact: Redactor) -> str:
     if error is None:
         text = ""
@@ -194,50 +175,35 @@ def parse_items(
     count: int,
     redact: Redactor,
     *,
+    content_type: str | None = None,
+    what: str = "the response",
     retry_after: float | None = None,
 ) -> SubmitResult | None:
-    """Per-entry outcomes from a 2xx body, or ``None`` when every entry was accepted or the
-    body is not of the ``{"errors": ..., "items": [...]}`` shape.
+    """Per-entry outcomes from a 2xx body, or ``None`` when it says every entry was
+    accepted: its items all 2xx, or no items at all (a plain or empty answer, or JSON of
+    another shape). ``what`` names the answer in messages (with no secret in it).
 
     Raises:
-        FatalError: the body says some entries failed but does not say which (no items,
-            or not one item per entry): the sink cannot know what to re-send.
+        RetryableError: the body should be JSON (by its ``content_type``, or by its look
+            when it has none) and cannot be parsed: cut short on the way?
+        FatalError: the body says some entries failed but does not say which, or its items
+            do not match the request (see ``sinks.http.answer``).
     """
-    if content.lstrip()[:1] != b"{" or _ALL_OK.match(content):
+    payload = load_answer(content, content_type=content_type, what=what)
+    items = read_items(payload, count, what=what)
+    if items is None:
         return None
-    try:
-        data = orjson.loads(content)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(data, dict):
-        return None
-    errors = data.get("errors")
-    if errors is False:
-        return None
-    items = data.get("items")
-    if not isinstance(items, list):
-        if errors is True:
-            raise FatalError(
-                "the response says some entries failed but lists no items to tell which"
-            )
-        return None
-    if len(items) != count:
-        raise FatalError(
-            f"the response lists {len(items)} items for a request of {count} entries: "
-            "cannot tell which entries failed"
-        )
     retry: list[int] = []
     rejected: dict[int, str] = {}
     throttled = False
-    for index, item in enumerate(items):
-        status, error = _item_outcome(item)
+    for index, (status, body) in enumerate(items):
         if 200 <= status <= 299:
             continue
         if is_retryable_status(status):
             retry.append(index)
             throttled = throttled or status in THROTTLE_STATUSES
         else:
-            rejected[index] = _reason(status, error, redact)
+            rejected[index] = _reason(status, body.get("error"), redact)
     if not retry and not rejected:
         return None
     return SubmitResult(
@@ -249,20 +215,23 @@ def held_by_status(payload: Any, seqs: Sequence[int]) -> Sequence[int] | None:
     """From an idempotency status resource's answer: the sequence numbers of the call's
     entries the destination holds, or ``None`` when it cannot be told.
 
-    ``{"state": "completed", "status": ..., "response": {...}}``: a non-2xx stored status
-    holds nothing; a stored ``items`` response holds the entries with 2xx items; otherwise
-    all of them. Any other state (``in_flight``...) cannot be told yet.
+    ``{"state": "completed", "status": ..., "response": ...}``: a non-2xx stored status
+    holds nothing; a stored 2xx response is read as ``parse_items`` reads an answer, and
+    holds the entries it says were accepted. Any other state (``in_flight``...), a stored
+    status that is not a number, a missing response, or a response that cannot be read
+    cannot tell.
     """
     if not isinstance(payload, Mapping) or payload.get("state") != "completed":
         return None
     status = payload.get("status")
-    if isinstance(status, int) and not 200 <= status <= 299:
-        return ()
-    response = payload.get("response")
-    items = response.get("items") if isinstance(response, Mapping) else None
-    if not isinstance(items, list):
-        return tuple(seqs)
-    if len(items) != len(seqs):
+    if type(status) is not int or not 100 <= status <= 599 or "response" not in payload:
         return None
-    return tuple(seq for seq, item in zip(seqs, items, strict=True)
-                 if 200 <= _item_outcome(item)[0] <= 299)  # fmt: skip
+    if not 200 <= status <= 299:
+        return ()
+    try:
+        items = read_items(payload["response"], len(seqs), what="the stored response")
+    except FatalError:
+        return None
+    if items is None:
+        return tuple(seqs)
+    return tuple(seq for seq, item in zip(seqs, items, strict=True) if 200 <= item.status <= 299)

@@ -88,6 +88,10 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
             headers["content-encoding"] = "gzip"
         self._headers = headers
         self._key_header = http.idempotency_header.lower()
+        url = self._url
+        self._where = self._redact(
+            f"{self._method} {url.scheme}://{url.netloc.decode('ascii')}{url.path}"
+        )
         read = http.read_timeout_ms / 1000
         self._timeouts = httpx.Timeout(
             connect=http.connect_timeout_ms / 1000, read=read, write=read, pool=None
@@ -149,12 +153,14 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
             result = hook(response, entries)
             if result is not None:
                 return result
-        if not self.http.parse_partial_failures:
+        if not self.http.parse_partial_failures or status == 204:
             return None
         return parse_items(
             response.content,
             len(entries),
             self._redact,
+            content_type=response.headers.get("content-type"),
+            what=f"the HTTP {status} answer of {self._where}",
             retry_after=parse_retry_after(response.headers.get("retry-after")),
         )
 

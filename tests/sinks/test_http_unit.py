@@ -566,9 +566,10 @@ async def test_items_not_matching_the_entries_fail_the_writer(endpoint: Endpoint
 
 def test_other_success_bodies_mean_every_entry_landed() -> None:
     redact = Redactor(())
-    for body in (b"", b"OK", b"[1,2]", b'{"errors":false,"items":[{"status":500}]}',
-                 b'{"accepted": 3}', b"{not json"):  # fmt: skip
+    for body in (b"", b"OK", b"[1,2]", b'{"errors":false,"items":[{"status":201}]}',
+                 b'{"accepted": 3}', b'{"errors": false}'):  # fmt: skip
         assert parse_items(body, 1, redact) is None
+    assert parse_items(b"{not json", 1, redact, content_type="text/plain") is None
 
 
 async def test_partial_failure_parsing_can_be_off_or_replaced(endpoint: Endpoint) -> None:

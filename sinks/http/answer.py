@@ -1,0 +1,155 @@
+"""Reading a 2xx answer's JSON and its per-entry items: the one rule the HTTP and
+Elasticsearch sinks share.
+
+A 2xx status alone says a request was taken; only an answer that can be read says what
+became of each entry. The rule, in order:
+
+1. **The body.** It is parsed as JSON when it can be. One that cannot be parsed is an
+   answer cut short or mangled on the way (a proxy, a reset connection) when its
+   ``Content-Type`` says JSON (``application/json``, ``text/json``, ``*/*+json``), when it
+   has no ``Content-Type`` but opens like a JSON object, or when the protocol always
+   answers JSON (``required``, as ``_bulk`` does): ``RetryableError``, and the same call is
+   sent again. Otherwise (``OK`` as text, an empty body, ``204``) it is a plain answer,
+   and the status says it all.
+2. **The items.** A JSON object with ``items`` (or, with ``required``, any answer) must
+   list one item per entry, in request order: a list of exactly as many objects, each
+   with an integer HTTP ``status`` from 100 to 599 (directly, or inside a one-key
+   wrapper such as Elasticsearch's ``{"index": {...}}``; with ``operation``, inside that
+   key). An answer that says ``errors`` but lists no items, or whose items do not match
+   the request in any of these ways, is complete JSON from a server that does not speak
+   the protocol: sending it again would not help, so it is a ``FatalError``.
+3. **What counts.** Each item's status decides its entry's fate (the sink maps statuses
+   to delivered, retried and rejected); a top-level ``"errors": false`` is only a hint and
+   never outweighs an item that failed.
+
+Nothing an answer holds is trusted before it passed these checks, and no entry of an
+answer that failed them is counted delivered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import orjson
+
+from asyncsink.errors import FatalError, RetryableError
+
+__all__ = ["Item", "load_answer", "read_items", "says_json"]
+
+
+class Item(NamedTuple):
+    """One entry's item: its HTTP ``status`` and the object that carries it (``error``,
+    ``_index`` and whatever else the destination put there)."""
+
+    status: int
+    body: Mapping[str, Any]
+
+
+def says_json(content_type: str | None) -> bool:
+    """Whether a ``Content-Type`` names a JSON document (a parameter such as ``charset``
+    aside)."""
+    if not content_type:
+        return False
+    media = content_type.partition(";")[0].strip().lower()
+    return media in ("application/json", "text/json") or media.endswith("+json")
+
+
+def load_answer(
+    content: bytes, *, content_type: str | None, what: str, required: bool = False
+) -> Any:
+    """The JSON value of a 2xx answer, or ``None`` for a plain answer (text, empty).
+
+    ``what`` names the answer in messages (``"the _bulk answer"``); with ``required`` the
+    protocol always answers JSON, so a body that is not JSON is never a plain answer.
+
+    Raises:
+        RetryableError: the body should be JSON (see the module docstring) and is not.
+    """
+    try:
+        return orjson.loads(content)
+    except orjson.JSONDecodeError as exc:
+        problem = str(exc)
+    stripped = content.lstrip()
+    typed = says_json(content_type)
+    if not required and not stripped and not typed:
+        return None
+    if required or typed or (content_type is None and stripped[:1] == b"{"):
+        size = "empty" if not content else f"{len(content)} bytes: {problem}"
+        raise RetryableError(f"{what} is not valid JSON ({size}); cut short on the way?")
+    return None
+
+
+def read_items(
+    payload: Any,
+    count: int,
+    *,
+    what: str,
+    unit: str = "entries",
+    required: bool = False,
+    operation: str | None = None,
+) -> list[Item] | None:
+    """The items of a parsed 2xx answer to a request of ``count`` ``unit``, one per entry
+    in request order; ``None`` when the answer lists no items and need not (``required``
+    off, no ``errors`` claimed): then the status says every entry was taken.
+
+    Raises:
+        FatalError: the answer lists no items though it must, or they do not match the
+            request; the message says how, never what the entries hold.
+    """
+    cannot_tell = f"cannot tell which {unit} were stored"
+    if not isinstance(payload, Mapping):
+        if required:
+            kind = type(payload).__name__
+            raise FatalError(f"{what} is a JSON {kind}, not an object: {cannot_tell}")
+        return None
+    items = payload.get("items")
+    if items is None:
+        errors = payload.get("errors")
+        claimed = errors is not None and errors is not False
+        if required or claimed:
+            says = f" says some {unit} failed but" if claimed else ""
+            raise FatalError(f"{what}{says} lists no items: {cannot_tell}")
+        return None
+    if not isinstance(items, list):
+        raise FatalError(f"{what}'s items are a {type(items).__name__}, not a list: {cannot_tell}")
+    if len(items) != count:
+        raise FatalError(
+            f"{what} lists {len(items)} items for a request of {count} {unit}: {cannot_tell}"
+        )
+    return [_item(item, index, operation, what, cannot_tell) for index, item in enumerate(items)]
+
+
+def _item(item: Any, index: int, operation: str | None, what: str, cannot_tell: str) -> Item:
+    if not isinstance(item, Mapping):
+        problem = f"is a {type(item).__name__}, not an object"
+    else:
+        body = _unwrap(item, operation)
+        if body is None:
+            problem = f"has no {operation!r} result" if operation else "has no status"
+        else:
+            status = body.get("status")
+            if type(status) is int and 100 <= status <= 599:
+                return Item(status, body)
+            if status is None:
+                problem = "has no status"
+            elif type(status) is int:
+                problem = f"has status {status}, not an HTTP status"
+            else:
+                problem = f"has a status of type {type(status).__name__}, not a number"
+    raise FatalError(f"{what}'s item {index} {problem}: {cannot_tell}")
+
+
+def _unwrap(item: Mapping[str, Any], operation: str | None) -> Mapping[str, Any] | None:
+    """The object of an item that holds its status: the item itself, or the one value of
+    a one-key wrapper (with ``operation``, the value under that key)."""
+    if operation is not None:
+        inner = item.get(operation)
+        return inner if isinstance(inner, Mapping) else None
+    if "status" in item:
+        return item
+    if len(item) == 1:
+        inner = next(iter(item.values()))
+        if isinstance(inner, Mapping) and "status" in inner:
+            return inner
+    return None
