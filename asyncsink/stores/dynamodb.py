@@ -2,10 +2,15 @@
 
 Table layout (created on demand with on-demand billing, unless ``create_table=False``)::
 
-    pk (S, hash key)   str(scope), i.e. "sink_id/batch_id/partition_id"
+    pk (S, hash key)   str(scope): "sink_id/batch_id/partition_id", with a run
+                       "sink_id/run/batch_id/partition_id"
     sk (S, range key)  "#scope"   the scope item: epoch (N), completed (BOOL),
-                                  updated_at (N), sink_id (S), batch_id (N), partition_id (N)
+                                  updated_at (N), sink_id (S), run (S), batch_id (N),
+                                  partition_id (N)
                        "r#<key>"  one record: v (B)
+
+Items written before scopes had runs lack the ``run`` attribute; their pk has no run, so
+they read as scopes of the run ``""``.
 
 Fencing: ``take`` increments ``epoch`` with one atomic ``UpdateItem``, so concurrent takers
 each get a distinct epoch and only the highest may write; it then reads the records with a
@@ -23,6 +28,11 @@ still current, and ``put`` raises. ``complete(drop_records=True)`` sets COMPLETE
 first transaction and drops records beyond that in further transactions conditioned on
 the scope staying COMPLETED.
 A record larger than an item allows is refused before anything is written.
+
+``seal`` bumps the epoch, sets COMPLETED and writes its puts in one transaction when they
+fit in one, then drops the records under its prefixes with batched deletes: a crash leaves
+the scope COMPLETED with its puts before any record is gone. Larger puts take the default
+path of ``RecordStore.seal`` (take, chunked put, complete, delete).
 
 ``scopes()`` and ``purge()`` scan the table; they are meant for maintenance, not hot paths.
 """
@@ -66,6 +76,11 @@ _CHUNK_ACTIONS = MAX_TRANSACTION_ACTIONS - 1  # one action is the epoch conditio
 _CHUNK_BYTES = 900 * 1024
 _BATCH_DELETE = 25  # BatchWriteItem's limit
 _NAMES = {"#pk": "pk", "#sk": "sk", "#e": "epoch", "#c": "completed", "#u": "updated_at"}
+_IDENTITY = "#s = :sink, #r = :run, #b = :batch, #p = :part"
+_SCOPE_NAMES = {
+    **{name: _NAMES[name] for name in ("#e", "#c", "#u")},
+    **{"#s": "sink_id", "#r": "run", "#b": "batch_id", "#p": "partition_id"},
+}
 
 
 class DynamoDBStore(RecordStore):
@@ -162,26 +177,9 @@ class DynamoDBStore(RecordStore):
             scope,
             TableName=self._table,
             Key=self._key(scope, SCOPE_SK),
-            UpdateExpression=(
-                "ADD #e :one SET #u = :now, #s = :sink, #b = :batch, #p = :part,"
-                " #c = if_not_exists(#c, :no)"
-            ),
-            ExpressionAttributeNames={
-                "#e": "epoch",
-                "#u": "updated_at",
-                "#c": "completed",
-                "#s": "sink_id",
-                "#b": "batch_id",
-                "#p": "partition_id",
-            },
-            ExpressionAttributeValues={
-                ":one": {"N": "1"},
-                ":now": {"N": repr(time.time())},
-                ":sink": {"S": scope.sink_id},
-                ":batch": {"N": str(scope.batch_id)},
-                ":part": {"N": str(scope.partition_id)},
-                ":no": {"BOOL": False},
-            },
+            UpdateExpression=f"ADD #e :one SET #u = :now, {_IDENTITY}, #c = if_not_exists(#c, :no)",
+            ExpressionAttributeNames=dict(_SCOPE_NAMES),
+            ExpressionAttributeValues={**_identity_values(scope), ":no": {"BOOL": False}},
             ReturnValues="ALL_NEW",
         )
         attributes = response["Attributes"]
@@ -219,17 +217,7 @@ class DynamoDBStore(RecordStore):
             DurableError: a record exceeds DynamoDB's item size; nothing was written.
         """
         checked, dropped = _checked_writes(puts, deletes)
-        actions: list[tuple[dict[str, Any], int]] = []
-        for name, value in checked.items():
-            item = {**self._key(scope, RECORD_PREFIX + name), "v": {"B": value}}
-            size = _item_bytes(scope, name, value)
-            if size > MAX_ITEM_BYTES:
-                raise DurableError(
-                    f"record {name!r} of scope {scope} is {size} bytes; "
-                    f"a DynamoDB item holds at most {MAX_ITEM_BYTES}"
-                )
-            put = {"Put": {"TableName": self._table, "Item": item}}
-            actions.append((put, _wire_bytes(size - len(value), len(value))))
+        actions = self._put_actions(scope, checked)
         for name in dropped:
             key = self._key(scope, RECORD_PREFIX + name)
             delete = {"Delete": {"TableName": self._table, "Key": key}}
@@ -285,11 +273,13 @@ class DynamoDBStore(RecordStore):
         self,
         sink_id: str,
         *,
+        run: str | None = None,
         before_batch: int | None = None,
         older_than_s: float | None = None,
     ) -> int:
-        """Delete the scopes of ``sink_id`` below ``before_batch`` and/or older than
-        ``older_than_s`` seconds (both must hold when both are given). Returns how many.
+        """Delete the scopes of ``sink_id`` (of one ``run``, or of all) below
+        ``before_batch`` and/or older than ``older_than_s`` seconds (both must hold when
+        both are given). Returns how many.
 
         Each scope's records go first and its scope item last, so an interrupted purge
         leaves whole scopes with fewer records, never records without a scope."""
@@ -297,7 +287,8 @@ class DynamoDBStore(RecordStore):
         doomed = [
             info.scope
             for info in await self.scopes(sink_id)
-            if (before_batch is None or info.scope.batch_id < before_batch)
+            if (run is None or info.scope.run == run)
+            and (before_batch is None or info.scope.batch_id < before_batch)
             and (cutoff is None or info.updated_at < cutoff)
         ]
         for scope in doomed:
@@ -305,6 +296,37 @@ class DynamoDBStore(RecordStore):
             await self._batch_delete(scope, [{"pk": it["pk"], "sk": it["sk"]} for it in records])
             await self._batch_delete(scope, [self._key(scope, SCOPE_SK)])
         return len(doomed)
+
+    async def seal(
+        self, scope: Scope, puts: Mapping[str, bytes], *, drop_prefixes: tuple[str, ...]
+    ) -> None:
+        """Mark ``scope`` COMPLETED for good: bump its epoch (creating it at 1), set
+        COMPLETED and write ``puts`` in one transaction, then drop the records under
+        ``drop_prefixes`` (see the module docstring for puts beyond one transaction).
+
+        Raises:
+            DurableError: a put exceeds DynamoDB's item size (nothing was written), or the
+                table cannot be written.
+        """
+        checked, _ = _checked_writes(puts, ())
+        chunks = _chunks(self._put_actions(scope, checked))
+        if len(chunks) > 1:
+            await super().seal(scope, checked, drop_prefixes=drop_prefixes)
+            return
+        update = {
+            "TableName": self._table,
+            "Key": self._key(scope, SCOPE_SK),
+            "UpdateExpression": f"ADD #e :one SET #c = :yes, #u = :now, {_IDENTITY}",
+            "ExpressionAttributeNames": dict(_SCOPE_NAMES),
+            "ExpressionAttributeValues": {**_identity_values(scope), ":yes": {"BOOL": True}},
+        }
+        await self._transact(scope, None, [{"Update": update}, *(chunks[0] if chunks else [])])
+        doomed: dict[str, dict[str, Any]] = {}
+        for prefix in drop_prefixes:
+            for item in await self._query(scope, records_only=True, keys_only=True, under=prefix):
+                if item["sk"]["S"][len(RECORD_PREFIX) :] not in checked:
+                    doomed[item["sk"]["S"]] = {"pk": item["pk"], "sk": item["sk"]}
+        await self._batch_delete(scope, list(doomed.values()))
 
     async def aclose(self) -> None:
         """Close the client; the next call opens a new one."""
@@ -315,6 +337,27 @@ class DynamoDBStore(RecordStore):
     @staticmethod
     def _key(scope: Scope, sk: str) -> dict[str, Any]:
         return {"pk": {"S": str(scope)}, "sk": {"S": sk}}
+
+    def _put_actions(
+        self, scope: Scope, records: Mapping[str, bytes]
+    ) -> list[tuple[dict[str, Any], int]]:
+        """Transaction actions that write ``records``, each with its share of the request.
+
+        Raises:
+            DurableError: a record exceeds DynamoDB's item size.
+        """
+        actions: list[tuple[dict[str, Any], int]] = []
+        for name, value in records.items():
+            item = {**self._key(scope, RECORD_PREFIX + name), "v": {"B": value}}
+            size = _item_bytes(scope, name, value)
+            if size > MAX_ITEM_BYTES:
+                raise DurableError(
+                    f"record {name!r} of scope {scope} is {size} bytes; "
+                    f"a DynamoDB item holds at most {MAX_ITEM_BYTES}"
+                )
+            put = {"Put": {"TableName": self._table, "Item": item}}
+            actions.append((put, _wire_bytes(size - len(value), len(value))))
+        return actions
 
     def _epoch_guard(self, scope: Scope, epoch: int, update: str) -> dict[str, Any]:
         """The transaction action that updates the scope item only while it holds ``epoch``."""
@@ -354,9 +397,10 @@ class DynamoDBStore(RecordStore):
             raise FencedError(scope, epoch, None if held is None else int(held)) from cause
 
     async def _query(
-        self, scope: Scope, *, records_only: bool, keys_only: bool = False
+        self, scope: Scope, *, records_only: bool, keys_only: bool = False, under: str = ""
     ) -> list[dict[str, Any]]:
-        """All items of ``scope`` in sort-key order (the scope item, if wanted, first)."""
+        """All items of ``scope`` in sort-key order (the scope item, if wanted, first);
+        with ``records_only``, the records whose keys start with ``under``."""
         request: dict[str, Any] = {
             "TableName": self._table,
             "ConsistentRead": True,
@@ -367,7 +411,7 @@ class DynamoDBStore(RecordStore):
         if records_only:
             request["KeyConditionExpression"] += " AND begins_with(#sk, :records)"
             request["ExpressionAttributeNames"]["#sk"] = "sk"
-            request["ExpressionAttributeValues"][":records"] = {"S": RECORD_PREFIX}
+            request["ExpressionAttributeValues"][":records"] = {"S": RECORD_PREFIX + under}
         if keys_only:
             request["ProjectionExpression"] = "#pk, #sk"
             request["ExpressionAttributeNames"]["#sk"] = "sk"
@@ -444,7 +488,18 @@ def _wire_bytes(text_bytes: int, binary_bytes: int) -> int:
 
 def _parse_scope(pk: str) -> Scope:
     try:
-        sink_id, batch_id, partition_id = pk.split("/")
-        return Scope(sink_id, int(batch_id), int(partition_id))
+        return Scope.parse(pk)
     except ValueError:
         raise DurableError(f"the table holds an item that is no scope: pk={pk!r}") from None
+
+
+def _identity_values(scope: Scope) -> dict[str, Any]:
+    """Values of an update that bumps the epoch and sets the scope's own fields."""
+    return {
+        ":one": {"N": "1"},
+        ":now": {"N": repr(time.time())},
+        ":sink": {"S": scope.sink_id},
+        ":run": {"S": scope.run},
+        ":batch": {"N": str(scope.batch_id)},
+        ":part": {"N": str(scope.partition_id)},
+    }

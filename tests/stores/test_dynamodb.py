@@ -245,3 +245,107 @@ async def test_an_unsupported_operation_is_a_durable_error_without_secrets(
     assert "TransactWriteItems" in message and "UnknownOperationException" in message
     assert KEY_ID not in message and SECRET not in message
     assert isinstance(caught.value.__cause__, ClientError)
+
+
+async def _put_item_without_run(store: DynamoDBStore, pk: str, sk: str, **fields: Any) -> None:
+    """Write an item as a release before runs did: no ``run`` attribute, pk without a run."""
+    item = {"pk": {"S": pk}, "sk": {"S": sk}, **fields}
+    await store._db.call("PutItem", None, TableName=store.table, Item=item)
+
+
+@pytest.mark.emulator
+@pytest.mark.anyio
+async def test_items_written_before_runs_read_as_the_empty_run(moto_endpoint: str) -> None:
+    async with _store(moto_endpoint) as store:
+        await store.take(Scope("old", 9, 9))  # creates the table
+        await _put_item_without_run(
+            store,
+            "old/1/0",
+            "#scope",
+            epoch={"N": "2"},
+            completed={"BOOL": False},
+            updated_at={"N": "1000.5"},
+            sink_id={"S": "old"},
+            batch_id={"N": "1"},
+            partition_id={"N": "0"},
+        )
+        await _put_item_without_run(store, "old/1/0", "r#call:1", v={"B": b"r1"})
+        await store.take(Scope("old", 1, 0, "run-1"))
+        await store.take(Scope("older", 1, 0))
+        listed = [(i.scope, i.epoch, i.record_count) for i in await store.scopes("old")]
+        assert listed == [
+            (Scope("old", 1, 0), 2, 1),
+            (Scope("old", 1, 0, "run-1"), 1, 0),
+            (Scope("old", 9, 9), 1, 0),
+        ]
+        state = await store.take(Scope("old", 1, 0))
+        assert (state.epoch, dict(state.records)) == (3, {"call:1": b"r1"})
+        assert await store.purge("old", run="") == 2
+        assert [info.scope for info in await store.scopes()] == [
+            Scope("old", 1, 0, "run-1"),
+            Scope("older", 1, 0),
+        ]
+
+
+@pytest.mark.emulator
+@pytest.mark.anyio
+async def test_seal_is_one_transaction_then_a_query_and_deletes_per_prefix(
+    moto_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with _store(moto_endpoint) as store:
+        epoch = (await store.take(SCOPE)).epoch
+        await store.put(SCOPE, epoch, {f"call:{i}": b"r" for i in range(30)} | {"fn:0": b"f"})
+        sent: list[str] = []
+        call = store._db.call
+
+        async def spy(operation: str, *args: Any, **request: Any) -> dict[str, Any]:
+            sent.append(operation)
+            return await call(operation, *args, **request)
+
+        monkeypatch.setattr(store._db, "call", spy)
+        await store.seal(SCOPE, {"summary": b"s"}, drop_prefixes=("call:", "meta"))
+        assert sent == ["TransactWriteItems", "Query", "Query", "BatchWriteItem", "BatchWriteItem"]
+        state = await store.load(SCOPE)
+    assert state is not None and state.completed and state.epoch == epoch + 1
+    assert dict(state.records) == {"fn:0": b"f", "summary": b"s"}
+
+
+@pytest.mark.emulator
+@pytest.mark.anyio
+async def test_a_seal_cut_short_leaves_the_scope_completed_with_its_puts(
+    moto_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with _store(moto_endpoint) as store:
+        epoch = (await store.take(SCOPE)).epoch
+        await store.put(SCOPE, epoch, {"call:1": b"r1", "call:2": b"r2"})
+
+        async def crash(*args: Any) -> None:
+            raise DurableError("the process died here")
+
+        monkeypatch.setattr(store, "_batch_delete", crash)
+        with pytest.raises(DurableError, match="died"):
+            await store.seal(SCOPE, {"summary": b"s"}, drop_prefixes=("call:",))
+        state = await store.load(SCOPE)
+        assert state is not None and state.completed
+        assert dict(state.records) == {"call:1": b"r1", "call:2": b"r2", "summary": b"s"}
+        with pytest.raises(FencedError):
+            await store.put(SCOPE, epoch, {"late": b"x"})
+        monkeypatch.undo()
+        await store.seal(SCOPE, {"summary": b"s"}, drop_prefixes=("call:",))
+        state = await store.load(SCOPE)
+    assert state is not None and dict(state.records) == {"summary": b"s"}
+
+
+@pytest.mark.emulator
+@pytest.mark.anyio
+async def test_seal_with_puts_beyond_one_transaction_writes_them_all(moto_endpoint: str) -> None:
+    puts = {f"sum:{i:03d}": b"v" for i in range(150)}
+    async with _store(moto_endpoint) as store:
+        epoch = (await store.take(SCOPE)).epoch
+        await store.put(SCOPE, epoch, {"call:1": b"r"})
+        await store.seal(SCOPE, puts, drop_prefixes=("call:",))
+        state = await store.load(SCOPE)
+        with pytest.raises(DurableError, match="at most"):
+            await store.seal(Scope("dyn", 2, 0), {"huge": b"x" * MAX_ITEM_BYTES}, drop_prefixes=())
+        assert await store.load(Scope("dyn", 2, 0)) is None
+    assert state is not None and state.completed and dict(state.records) == puts
