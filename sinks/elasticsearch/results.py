@@ -24,6 +24,11 @@ Bulk items, by status (item *i* is document *i*):
   request fails with ``FatalError``, since every other document would fail the same way.
 - Any other status (400 ``mapper_parsing_exception``, ``document_parsing_exception``...):
   the document is rejected as a bad record, with the item's error as the reason.
+
+The answer itself is read by the HTTP sink's rule (``sinks.http.answer``), with items
+required: a body that is not JSON (cut short, empty, a proxy's page) is retried as the
+same call, and one that does not list an ``{operation: {"status": ...}}`` item per
+document fails the request. No document counts as written unless its item says so.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import orjson
 
 from asyncsink.errors import DestinationError, FatalError, RetryableError, ThrottledError
 from asyncsink.request import SubmitResult
+from sinks.http.answer import load_answer, read_items
 from sinks.http.classify import parse_retry_after
 from sinks.http.redact import Redactor
 
@@ -121,37 +127,22 @@ def read_bulk_items(
     when every one was delivered, else the documents to retry and to reject.
 
     Raises:
-        FatalError: the answer cannot be read, does not list one item per document, or an
-            item says no document of the request can be written (401, 403, missing index).
+        RetryableError: the answer is not JSON (cut short on the way?).
+        FatalError: the answer does not list one readable item per document, or an item
+            says no document of the request can be written (401, 403, missing index).
     """
-    try:
-        payload = orjson.loads(content)
-    except orjson.JSONDecodeError as exc:
-        raise FatalError(f"the _bulk answer is not JSON ({exc})") from exc
-    if not isinstance(payload, Mapping):
-        raise FatalError("the _bulk answer is not a JSON object")
-    items = payload.get("items")
-    if not isinstance(items, list) or len(items) != count:
-        listed = len(items) if isinstance(items, list) else "no"
-        raise FatalError(
-            f"the _bulk answer lists {listed} items for {count} documents: cannot tell "
-            "which documents were written"
-        )
-    if payload.get("errors") is False:
-        return None
+    what = "the _bulk answer"
+    payload = load_answer(content, content_type=None, what=what, required=True)
+    items = read_items(
+        payload, count, what=what, unit="documents", required=True, operation=operation
+    )
+    assert items is not None  # required
     retry: list[int] = []
     rejected: dict[int, str] = {}
     throttled = False
-    for index, item in enumerate(items):
-        result = item.get(operation) if isinstance(item, Mapping) else None
-        if not isinstance(result, Mapping) and isinstance(item, Mapping) and len(item) == 1:
-            result = next(iter(item.values()))
-        status = result.get("status") if isinstance(result, Mapping) else None
-        if not isinstance(status, int) or isinstance(status, bool):
-            raise FatalError(f"the _bulk answer's item {index} has no status: cannot read it")
+    for index, (status, result) in enumerate(items):
         if 200 <= status <= 299:
             continue
-        assert isinstance(result, Mapping)
         if (status == 409 and operation == "create") or (status == 404 and operation == "delete"):
             continue  # already there / nothing to delete: the operation's aim holds
         error = result.get("error")
@@ -176,10 +167,14 @@ def read_bulk_items(
     )
 
 
-def held_by_mget(content: bytes, seqs: Sequence[int]) -> list[int] | None:
-    """From an ``_mget`` answer for the documents of ``seqs`` (in order): the sequence
-    numbers whose documents the index holds, or ``None`` if the answer cannot be read.
-    A missing index holds no document."""
+def held_by_mget(
+    content: bytes, seqs: Sequence[int], *, ids: Sequence[str] | None = None
+) -> list[int] | None:
+    """From an ``_mget`` answer for the documents of ``seqs`` (in order, with ``ids`` when
+    given): the sequence numbers whose documents the index holds, or ``None`` if the
+    answer cannot be read: not JSON, not one doc per id, a doc for another id than the one
+    asked at its place, a ``found`` that is not a boolean, or an error other than a
+    missing index (which holds no document)."""
     try:
         payload = orjson.loads(content)
     except orjson.JSONDecodeError:
@@ -188,11 +183,18 @@ def held_by_mget(content: bytes, seqs: Sequence[int]) -> list[int] | None:
     if not isinstance(docs, list) or len(docs) != len(seqs):
         return None
     held: list[int] = []
-    for seq, doc in zip(seqs, docs, strict=True):
+    for index, (seq, doc) in enumerate(zip(seqs, docs, strict=True)):
         if not isinstance(doc, Mapping):
             return None
-        if "error" in doc and _error_type(doc["error"]) != "index_not_found_exception":
+        if ids is not None and doc.get("_id") != ids[index]:
             return None
-        if doc.get("found") is True:
+        if "error" in doc:
+            if _error_type(doc["error"]) != "index_not_found_exception":
+                return None
+            continue
+        found = doc.get("found")
+        if type(found) is not bool:
+            return None
+        if found:
             held.append(seq)
     return held

@@ -172,7 +172,7 @@ class ElasticsearchWriter(HttpClientWriter[Any, BulkEntry]):
             problem = error_for_response(response, self._redact)
             log.warning("%s: cannot look up call %d: %s", call.scope, call.call_id, problem)
             return None
-        return held_by_mget(response.content, call.seqs)
+        return held_by_mget(response.content, call.seqs, ids=ids)
 
     # ------------------------------------------------------------------ requests
 

@@ -298,7 +298,7 @@ def test_item_statuses_decide_what_is_retried_rejected_or_delivered() -> None:
     assert read_bulk_items(items_body("delete", 200, 404), "delete", 2, redact) is None
     five = read_bulk_items(items_body("index", 503, 201), "index", 2, redact)
     assert five is not None and list(five.retry) == [0] and not five.throttled
-    with pytest.raises(FatalError, match="lists 1 items for 2 documents"):
+    with pytest.raises(FatalError, match="lists 1 items for a request of 2 documents"):
         read_bulk_items(items_body("index", 201), "index", 2, redact)
 
 
