@@ -6,8 +6,11 @@
     asyncsink records show sqlite:///var/lib/asyncsink/calls.db orders 42 3
     asyncsink records purge sqlite:///var/lib/asyncsink/calls.db orders --older-than 7d
 
-``show`` reads a scope without taking it, so it never fences a running attempt. ``purge``
-deletes scopes whatever their state; ``--dry-run`` lists what would go.
+Without a store URL the user's default store is used, the one a Spark job without a
+``recordStore`` option writes: ``$XDG_STATE_HOME/asyncsink/records.db`` or
+``~/.local/state/asyncsink/records.db``. ``show`` reads a scope without taking it, so it
+never fences a running attempt. ``purge`` deletes scopes whatever their state;
+``--dry-run`` lists what would go.
 
 Exit codes: 0 done, 1 the store failed or the scope is unknown, 2 bad usage (arguments or
 store URL).
@@ -29,7 +32,7 @@ import orjson
 from ..durable.calls import FN_PREFIX, decode_fn_record
 from ..durable.records import decode_record, to_ranges
 from ..errors import DurableError
-from ..stores import RecordStore, Scope, ScopeInfo, open_store
+from ..stores import RecordStore, Scope, ScopeInfo, default_store_url, open_store
 from ..stores.sqlite import SQLiteStore
 
 __all__ = ["main", "parse_duration"]
@@ -40,7 +43,8 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _STORE_HELP = (
     "the record store's URL: sqlite:///abs/path.db, sqlite://relative.db or "
-    "dynamodb://TABLE?region=REGION"
+    "dynamodb://TABLE?region=REGION (default: your own default store, "
+    "$XDG_STATE_HOME/asyncsink/records.db or ~/.local/state/asyncsink/records.db)"
 )
 
 
@@ -83,7 +87,7 @@ def _parser() -> argparse.ArgumentParser:
         description="List the scopes in a store: epoch (attempts that took the scope), "
         "whether it completed, how many records it holds and when it was last written.",
     )
-    listing.add_argument("store", metavar="STORE_URL", help=_STORE_HELP)
+    listing.add_argument("store", metavar="STORE_URL", nargs="?", help=_STORE_HELP)
     listing.add_argument("--sink", metavar="ID", help="only the scopes of this sink id")
 
     show = commands.add_parser(
@@ -94,7 +98,7 @@ def _parser() -> argparse.ArgumentParser:
         "user code. Records that cannot be decoded are shown with the reason. Reading "
         "does not take the scope, so a running attempt is not disturbed.",
     )
-    show.add_argument("store", metavar="STORE_URL", help=_STORE_HELP)
+    show.add_argument("store", metavar="STORE_URL", nargs="?", help=_STORE_HELP)
     show.add_argument("sink", metavar="SINK", help="the sink id (query or job name)")
     show.add_argument("batch", metavar="BATCH", type=_count, help="the batch id")
     show.add_argument("partition", metavar="PARTITION", type=_count, help="the partition id")
@@ -106,7 +110,7 @@ def _parser() -> argparse.ArgumentParser:
         "A purged scope is unknown afterwards: if Spark replayed its batch, its entries "
         "would be sent again, so keep the batches Spark may still replay.",
     )
-    purge.add_argument("store", metavar="STORE_URL", help=_STORE_HELP)
+    purge.add_argument("store", metavar="STORE_URL", nargs="?", help=_STORE_HELP)
     purge.add_argument("sink", metavar="SINK", help="the sink id whose scopes to delete")
     which = purge.add_mutually_exclusive_group(required=True)
     which.add_argument(
@@ -133,6 +137,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, or a usage error already reported by argparse
         return exc.code if isinstance(exc.code, int) else 2
+    if args.store is None:
+        try:
+            args.store = default_store_url()
+        except DurableError as exc:
+            return _error(f"cannot open the default store: {exc}", 2)
     try:
         store = open_store(args.store)
     except (ValueError, ImportError) as exc:

@@ -6,6 +6,7 @@
     open_store("sqlite:///var/lib/asyncsink/calls.db")  # absolute path
     open_store("sqlite://calls.db")                    # relative to the working directory
     open_store("dynamodb://calls?region=us-east-1")     # needs asyncsink[kinesis]
+    open_store(default_store_url())                    # the user's private default file
 
 Stores are looked up by URL scheme in a registry that names each implementation as
 ``"module:Class"`` and imports it only when a URL of that scheme is opened, so a missing
@@ -21,8 +22,17 @@ from typing import cast
 from urllib.parse import urlsplit, urlunsplit
 
 from asyncsink.stores.base import RecordStore, Scope, ScopeInfo, ScopeState
+from asyncsink.stores.default import default_store_url
 
-__all__ = ["RecordStore", "Scope", "ScopeInfo", "ScopeState", "open_store", "register_store"]
+__all__ = [
+    "RecordStore",
+    "Scope",
+    "ScopeInfo",
+    "ScopeState",
+    "default_store_url",
+    "open_store",
+    "register_store",
+]
 
 _registry: dict[str, str | type[RecordStore]] = {
     "memory": "asyncsink.stores.memory:MemoryStore",

@@ -85,10 +85,10 @@ def test_list_tabulates_every_scope_and_filters_by_sink(
     assert rows[0] == ["scope", "epoch", "completed", "records", "updated", "(UTC)"]
     body = {row[0]: row[1:4] for row in rows[1:]}
     assert body == {
-        "orders/1/0": ["1", "yes", "0"],
+        "orders/1/0": ["2", "yes", "1"],  # completed: the summary stays
         "orders/2/0": ["2", "no", "6"],  # 3 requests, meta, 2 durable calls
         "orders/2/1": ["1", "no", "2"],
-        "refunds/1/0": ["1", "yes", "0"],
+        "refunds/1/0": ["2", "yes", "1"],
     }
     assert all(len(row) == 6 and row[4].startswith("20") for row in rows[1:]), "a date"
     assert main(["list", url, "--sink", "refunds"]) == 0
@@ -131,13 +131,13 @@ def test_show_prints_why_a_record_cannot_be_decoded(
     assert "cannot be decoded: unknown format version 9" in corrupt[1][2]
 
 
-def test_show_of_a_completed_scope_says_its_records_were_dropped(
+def test_show_of_a_completed_scope_shows_only_its_summary(
     url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["show", url, "orders", "1", "0"]) == 0
     out = capsys.readouterr().out
-    assert "epoch 1, COMPLETED, 0 records" in out
-    assert "dropped when the scope completed" in out
+    assert "epoch 2, COMPLETED, 1 records" in out
+    assert "summary" in out and "sink requests:" not in out
 
 
 def test_show_of_an_unknown_scope_fails_with_exit_code_1(
@@ -216,6 +216,34 @@ def test_a_missing_sqlite_file_is_an_error_and_is_not_created(
     assert main(["list", f"sqlite://{missing}"]) == 2
     assert f"no SQLite file at '{missing}'" in capsys.readouterr().err
     assert not missing.parent.exists()
+
+
+def test_without_a_store_url_the_default_store_is_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    default = tmp_path / "state" / "asyncsink" / "records.db"
+    assert main(["list"]) == 2
+    assert f"no SQLite file at '{default}'" in capsys.readouterr().err
+    populate(default)
+    assert main(["list", "--sink", "refunds"]) == 0
+    assert [row[0] for row in lines(capsys.readouterr().out)[1:]] == ["refunds/1/0"]
+    assert main(["show", "orders", "2", "1"]) == 0
+    assert "scope orders/2/1: epoch 1" in capsys.readouterr().out
+    assert main(["purge", "orders", "--before-batch", "2"]) == 0
+    assert capsys.readouterr().out.strip() == "purged 1 scopes of sink 'orders'"
+
+
+def test_a_default_store_others_can_write_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    (tmp_path / "state" / "asyncsink").mkdir(parents=True)
+    (tmp_path / "state" / "asyncsink").chmod(0o777)
+    assert main(["list"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("asyncsink records: error: cannot open the default store: ")
+    assert "can be written by other users" in err and "recordStore=" in err
 
 
 def test_help_is_offered_for_every_command(capsys: pytest.CaptureFixture[str]) -> None:

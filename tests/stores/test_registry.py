@@ -13,7 +13,15 @@ from asyncsink.stores.sqlite import SQLiteStore
 
 def test_all_names_the_public_exports() -> None:
     assert sorted(stores.__all__) == sorted(
-        ["RecordStore", "Scope", "ScopeInfo", "ScopeState", "open_store", "register_store"]
+        [
+            "RecordStore",
+            "Scope",
+            "ScopeInfo",
+            "ScopeState",
+            "default_store_url",
+            "open_store",
+            "register_store",
+        ]
     )
     for name in stores.__all__:
         assert hasattr(stores, name), name
