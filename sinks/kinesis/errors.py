@@ -10,8 +10,13 @@ writer's vocabulary:
   credentials, a malformed or oversized request, broken configuration): the task fails at
   once with a message naming the stream, the code and what to check.
 
+An answer botocore's response parser cannot take (``Records`` that is not a list of
+objects, a body that is not a JSON object) surfaces as a plain ``AttributeError`` or
+``TypeError`` raised inside that parser; it is a ``RetryableError`` too, since it cannot
+say which records were stored.
+
 Records that fail inside an accepted request carry their own ``ErrorCode``; those are
-sorted by ``THROTTLING_CODES`` and retried one by one (see the writer).
+sorted by ``THROTTLING_CODES`` and retried one by one (see ``sinks.kinesis.answers``).
 """
 
 from __future__ import annotations
@@ -82,7 +87,8 @@ FATAL_CODES: Mapping[str, str] = {
 
 def translate_error(exc: BaseException, stream: str) -> DestinationError | None:
     """The writer's error for a failed PutRecords request to ``stream``, or ``None`` when
-    ``exc`` is not an AWS or transport error (a bug, which the writer treats as fatal).
+    ``exc`` is not an AWS or transport error nor a parser's failure to read the answer (a
+    bug, which the writer treats as fatal).
 
     Raise the result ``from exc``: the original stays attached as the cause.
     """
@@ -110,7 +116,34 @@ def translate_error(exc: BaseException, stream: str) -> DestinationError | None:
         return RetryableError(f"{where}: request failed: {name}: {exc}", status=name)
     if isinstance(exc, boto.BotoCoreError):
         return FatalError(f"{where}: {name}: {exc}")
+    if _raised_reading_answer(exc):
+        return RetryableError(
+            f"{where}: the PutRecords answer cannot be parsed ({name}: {exc}); cannot tell "
+            "which records were stored"
+        )
     return None
+
+
+_PARSERS = frozenset({"botocore.parsers", "aiobotocore.parsers"})
+
+
+def _raised_reading_answer(exc: BaseException) -> bool:
+    """Whether ``exc`` is a parser's stumble over an answer of the wrong shape: raised in
+    botocore's response parsers, or where aiobotocore takes their result in."""
+    if not isinstance(exc, AttributeError | TypeError | ValueError | LookupError):
+        return False
+    frame = None
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_globals.get("__name__") in _PARSERS:
+            return True
+        tb = tb.tb_next
+    return (
+        frame is not None
+        and frame.f_globals.get("__name__") == "aiobotocore.endpoint"
+        and frame.f_code.co_name == "_do_get_response"
+    )
 
 
 def _client_error(exc: boto.ClientError, stream: str) -> DestinationError:

@@ -13,13 +13,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Self
 
 from asyncsink.durable.call_log import CallLog
-from asyncsink.errors import DestinationError, RetryableError
+from asyncsink.errors import DestinationError
 from asyncsink.options import SinkOptions, parse_options, raise_unknown
 from asyncsink.request import SubmitResult
 from asyncsink.writer import AsyncSinkWriter
 
+from .answers import read_put_records
 from .clients import ClientSettings, get_client
-from .errors import THROTTLING_CODES, translate_error
+from .errors import translate_error
 from .options import DEFAULT_REQUEST_BYTES, KINESIS_SINK_DEFAULTS, KinesisOptions
 from .options import sink_options_for_kinesis as _sink_options
 from .records import KinesisEntry, RecordConverter, as_mapping, to_json
@@ -27,8 +28,6 @@ from .records import KinesisEntry, RecordConverter, as_mapping, to_json
 __all__ = ["KinesisWriter", "create_writer"]
 
 log = logging.getLogger("asyncsink.kinesis")
-
-_EXPECTED_RECORD_CODES = THROTTLING_CODES | {"InternalFailure"}
 
 
 class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
@@ -132,6 +131,8 @@ class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
 
         Raises:
             ThrottledError, RetryableError, FatalError: the whole request failed.
+            RetryableError: the answer does not say which records were stored (see
+                ``sinks.kinesis.answers``).
         """
         records = [entry.to_request() for entry in entries]
         client = await self._current_client()
@@ -142,37 +143,14 @@ class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
             if error is None:
                 raise
             raise error from exc
-        if not response.get("FailedRecordCount"):
-            return None
-        return self._partial_failure(response.get("Records") or [], len(entries))
-
-    def _partial_failure(self, results: list[Mapping[str, Any]], sent: int) -> SubmitResult:
-        if len(results) != sent:
-            raise RetryableError(
-                f"Kinesis stream {self.kinesis.stream!r}: PutRecords answered for "
-                f"{len(results)} records of {sent}"
-            )
-        retry: list[int] = []
-        codes: dict[str, int] = {}
-        throttled = False
-        unexpected: list[str] = []
-        for index, result in enumerate(results):
-            code = result.get("ErrorCode")
-            if not code:
-                continue
-            retry.append(index)
-            codes[code] = codes.get(code, 0) + 1
-            if code in THROTTLING_CODES:
-                throttled = True
-            if code not in _EXPECTED_RECORD_CODES and len(unexpected) < 3:
-                unexpected.append(f"{code}: {result.get('ErrorMessage', '')}")
-        if unexpected:
+        answer = read_put_records(response, len(entries), self.kinesis.stream)
+        if answer.unexpected:
             log.warning(
                 "Kinesis stream %r: records failed with unexpected error codes, retrying them: %s",
                 self.kinesis.stream,
-                self._scrub("; ".join(unexpected)),
+                self._scrub("; ".join(answer.unexpected)),
             )
-        return SubmitResult(retry=retry, throttled=throttled, detail={"errorCodes": codes})
+        return answer.result
 
     def _translate(self, exc: Exception) -> DestinationError | None:
         error = translate_error(exc, self.kinesis.stream)
