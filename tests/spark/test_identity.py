@@ -1,0 +1,173 @@
+"""Durable records never skip what was not delivered: completion where Spark commits, and
+a run identity that a new run never shares with an old one."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+import pytest
+
+from asyncsink.spark import foreach_batch, foreach_partition
+from asyncsink.testing import FaultServer
+
+from .test_spark import assert_exactly_once, file_stream, http_options, rows
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
+
+
+def flaky_rows(spark: Any, n: int, fail_at: int, *, timestamps: bool) -> Any:
+    """Rows whose ``id`` comes from a Python UDF that raises at ``fail_at`` on a task's
+    first attempt: an operator upstream of the sink fails mid-partition."""
+    from pyspark.sql import functions as F
+
+    def label(i: int) -> str:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        if i == fail_at and context is not None and context.attemptNumber() == 0:
+            raise ValueError("upstream operator failed")
+        return f"r{i}"
+
+    flaky = F.udf(label, "string", useArrow=False)
+    df = spark.range(0, n, 1, 2).select(flaky("id").alias("id"), F.col("id").alias("n"))
+    if timestamps:  # a timestamp column sends the partition through df.rdd, not Arrow
+        df = df.withColumn("ts", F.timestamp_seconds(F.col("n")))
+    return df
+
+
+@pytest.mark.parametrize("timestamps", [False, True], ids=["arrow", "rdd"])
+def test_an_upstream_failure_never_completes_a_half_read_partition(
+    spark: Any, server: FaultServer, tmp_path: Any, timestamps: bool
+) -> None:
+    df = flaky_rows(spark, 8000, 3500, timestamps=timestamps)
+    stats = foreach_partition(
+        df,
+        "http",
+        http_options(server, f"sqlite:///{tmp_path}/r.db"),
+        sink_id=f"upstream-{timestamps}",
+        batch_id=1,
+    )
+    assert_exactly_once(server, 8000)
+    assert stats.delivered + stats.skipped == 8000
+
+
+def test_an_upstream_failure_in_a_streaming_batch_loses_nothing(
+    spark: Any, server: FaultServer, tmp_path: Any
+) -> None:
+    from pyspark.sql import functions as F
+
+    def label(name: str) -> str:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        if name == "f0-250" and context is not None and context.attemptNumber() == 0:
+            raise ValueError("upstream operator failed")
+        return name
+
+    source = file_stream(spark, tmp_path / "in", files=2, per_file=600)
+    source = source.select(F.udf(label, "string", useArrow=False)("id").alias("id"), "v")
+    sink = foreach_batch(
+        "http", http_options(server, f"sqlite:///{tmp_path}/r.db"), sink_id="stream-upstream"
+    )
+    query = (
+        source.writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .start()
+    )
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert_exactly_once(server, 1200)
+
+
+def test_a_second_batch_write_with_the_same_sink_id_is_a_new_run(
+    spark: Any, server: FaultServer, tmp_path: Any
+) -> None:
+    options = http_options(server, f"sqlite:///{tmp_path}/r.db")
+    first = foreach_partition(rows(spark, 1000), "http", options, sink_id="backfill")
+    second_rows = rows(spark, 2000).selectExpr("concat('s', id) AS id", "v")
+    second = foreach_partition(second_rows, "http", options, sink_id="backfill")
+    assert first.delivered == 1000 and second.delivered == 2000
+    assert second.skipped == 0
+    assert len(set(server.applied_ids())) == 3000
+
+
+def test_an_explicit_batch_id_deduplicates_a_rerun_and_refuses_changed_input(
+    spark: Any, server: FaultServer, tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    options = http_options(server, f"sqlite:///{tmp_path}/r.db")
+    foreach_partition(rows(spark, 1000), "http", options, sink_id="daily", batch_id=20261123)
+    with caplog.at_level(logging.WARNING, logger="asyncsink.spark"):
+        again = foreach_partition(
+            rows(spark, 1000), "http", options, sink_id="daily", batch_id=20261123
+        )
+    assert again.skipped == 1000 and again.delivered == 0
+    warned = [r.getMessage() for r in caplog.records if "already delivered" in r.getMessage()]
+    assert warned and "1000 of 1000 rows" in warned[0] and "daily/20261123/" in warned[0]
+    changed = rows(spark, 1000).selectExpr("concat('x', id) AS id", "v")
+    with pytest.raises(Exception, match="ReplayMismatchError") as caught:
+        foreach_partition(changed, "http", options, sink_id="daily", batch_id=20261123)
+    assert "daily" in str(caught.value) and "batchId" in str(caught.value)
+    assert_exactly_once(server, 1000)
+
+
+def test_a_stream_restarted_on_a_new_checkpoint_delivers_everything_again(
+    spark: Any, server: FaultServer, tmp_path: Any
+) -> None:
+    source = file_stream(spark, tmp_path / "in", files=2, per_file=300)
+    options = http_options(server, f"sqlite:///{tmp_path}/r.db")
+    for checkpoint in ("first", "second"):
+        sink = foreach_batch("http", options, sink_id="reprocess")
+        query = (
+            source.writeStream.foreachBatch(sink)
+            .option("checkpointLocation", str(tmp_path / checkpoint))
+            .start()
+        )
+        try:
+            query.processAllAvailable()
+        finally:
+            query.stop()
+        assert sum(stats.skipped for stats in sink.statistics.values()) == 0
+    ids = server.applied_ids()
+    assert len(ids) == 1200 and len(set(ids)) == 600  # each row once per run, keys differ
+
+
+def test_data_source_writes_without_batch_id_are_separate_runs(
+    spark: Any, server: FaultServer, tmp_path: Any
+) -> None:
+    store = f"sqlite:///{tmp_path}/r.db"
+    for prefix in ("a", "b"):
+        (
+            rows(spark, 700)
+            .selectExpr(f"concat('{prefix}', id) AS id", "v")
+            .write.format("asyncsink-http")
+            .options(**http_options(server, store))
+            .option("sinkId", "ds-runs")
+            .mode("append")
+            .save()
+        )
+    assert len(set(server.applied_ids())) == 1400
+
+
+def test_a_streaming_data_source_on_a_new_checkpoint_is_a_new_run(
+    spark: Any, server: FaultServer, tmp_path: Any
+) -> None:
+    source = file_stream(spark, tmp_path / "in", files=2, per_file=200)
+    sink_id = f"ds-stream-{uuid.uuid4().hex[:6]}"
+    for checkpoint in ("one", "two"):
+        query = (
+            source.writeStream.format("asyncsink-http")
+            .options(**http_options(server, f"sqlite:///{tmp_path}/s.db"))
+            .option("sinkId", sink_id)
+            .option("checkpointLocation", str(tmp_path / checkpoint))
+            .start()
+        )
+        try:
+            query.processAllAvailable()
+        finally:
+            query.stop()
+    ids = server.applied_ids()
+    assert len(ids) == 800 and len(set(ids)) == 400
