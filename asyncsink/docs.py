@@ -30,7 +30,7 @@ import orjson
 from sinks import SHIMS, shim_options
 
 from .options import OptionSpec, SinkOptions, option_specs
-from .spark.spec import DEFAULT_RECORD_STORE, DurableOptions
+from .spark.spec import DurableOptions
 
 __all__ = [
     "CORE",
@@ -109,6 +109,8 @@ def format_default(spec: OptionSpec, *, required: bool = False) -> str:
     value = spec.default
     if required:
         return "(required)"
+    if spec.name == "record_store" and value is None:
+        return "a SQLite file private to the user"
     if value is None:
         return "(none)"
     if spec.secret:
@@ -120,8 +122,6 @@ def format_default(spec: OptionSpec, *, required: bool = False) -> str:
             if value % size == 0:
                 return f"{value // size} {unit}"
         return str(value)
-    if value == DEFAULT_RECORD_STORE:
-        return "SQLite file `asyncsink/records.db` in the temp dir"
     if isinstance(value, str):
         return f"`{value}`" if value else '`""`'
     if isinstance(value, int | float):

@@ -137,7 +137,7 @@ async def _complete(
 ) -> None:
     durable = spec.durable
     sink_id = durable.sink_id or ""
-    async with open_store(durable.record_store) as store:
+    async with open_store(durable.store_url) as store:
         if identity.fresh:
             # Nothing replays a fresh run once it committed: its records have done their job.
             await store.purge(sink_id, run=identity.run)

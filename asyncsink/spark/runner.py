@@ -165,7 +165,7 @@ async def _deliver(
     spec: SinkSpec, scope: Scope | None, receive: ObjectReceiveStream[list[Any]]
 ) -> PartitionResult:
     async with receive:  # closed on every exit, so the reading thread never blocks
-        store = _store(spec.durable.record_store) if scope is not None else None
+        store = _store(spec.durable.store_url) if scope is not None else None
         call_log = CallLog(store, scope) if store is not None and scope is not None else None
         writer = spec.build(call_log=call_log)
         async with writer:

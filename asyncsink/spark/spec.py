@@ -10,8 +10,6 @@ build a fresh writer from it for each partition.
 from __future__ import annotations
 
 import importlib
-import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,19 +17,31 @@ from typing import Any
 from sinks import SHIMS, shim_factory
 
 from ..durable.call_log import CallLog
+from ..errors import OptionError
 from ..options import Options, SinkOptions, option, parse_options, raise_unknown
+from ..stores import check_store_url, default_store_url
 from ..writer import AsyncSinkWriter
 
-__all__ = ["DEFAULT_RECORD_STORE", "DurableOptions", "SinkSpec"]
-
-DEFAULT_RECORD_STORE = "sqlite:///" + os.path.join(
-    tempfile.gettempdir(), "asyncsink", "records.db"
-).lstrip("/")
+__all__ = ["DurableOptions", "SinkSpec"]
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
 class DurableOptions(Options):
     """Options of the Spark integration itself: identity and call records."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.record_store is not None:
+            try:
+                check_store_url(self.record_store)
+            except ValueError as exc:
+                message = f"option 'recordStore': {exc}"
+                raise OptionError("recordStore", "", "", message=message) from None
+
+    @property
+    def store_url(self) -> str:
+        """The record store's URL: ``recordStore``, or the user's private default file."""
+        return self.record_store or default_store_url()
 
     sink_id: str | None = option(
         None,
@@ -39,11 +49,13 @@ class DurableOptions(Options):
         doc="Names the query or job; stable across restarts. Setting it turns on durable "
         "call records (no re-send on task retry or batch replay). Use one per query or job.",
     )
-    record_store: str = option(
-        DEFAULT_RECORD_STORE,
+    record_store: str | None = option(
+        None,
         kind="str",
         doc="Where call records live: sqlite:///path.db (one machine), dynamodb://table"
-        "?region=... (clusters) or memory://name (tests).",
+        "?region=... (clusters) or memory://name (tests). The default is a SQLite file "
+        "private to the user: $XDG_STATE_HOME/asyncsink/records.db, else "
+        "~/.local/state/asyncsink/records.db.",
     )
     batch_id: int | None = option(
         None,

@@ -163,3 +163,18 @@ def test_bad_option_fails_on_the_driver_with_its_name(server: FaultServer) -> No
         foreach_batch("http", {"url": server.ingest_url, "maxBatchSise": "5"})
     with pytest.raises(OptionError, match="maxBatchSize"):
         foreach_batch("http", {"url": server.ingest_url, "maxBatchSize": "none"})
+
+
+@pytest.mark.parametrize(
+    ("store", "rule"),
+    [
+        ("mysql://x", "unknown store scheme"),
+        ("sqlite://", "without a file path"),
+        ("/tmp/x.db", "has no scheme"),
+        ("sqlite:///x.db?timeout=abc", "timeout"),
+    ],
+)
+def test_a_bad_record_store_fails_on_the_driver(server: FaultServer, store: str, rule: str) -> None:
+    with pytest.raises(OptionError, match="recordStore") as caught:
+        foreach_batch("http", {"url": server.ingest_url, "recordStore": store}, sink_id="s")
+    assert rule in str(caught.value)
