@@ -43,7 +43,6 @@ import asyncio
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 from botocore.config import Config
 from botocore.exceptions import ClientError
@@ -63,6 +62,7 @@ from asyncsink.stores.dynamodb_client import (
     TableClient,
     backoff,
 )
+from asyncsink.stores.urls import parse_dynamodb_url
 
 __all__ = ["AwsCredentials", "DynamoDBStore"]
 
@@ -129,35 +129,28 @@ class DynamoDBStore(RecordStore):
         """Open ``dynamodb://TABLE?region=us-east-1&endpoint_url=http://127.0.0.1:8000``.
 
         Options: ``region``, ``endpoint_url``, ``create_table`` (``true``/``false``).
-        Credentials are never taken from a URL; they come from the AWS chain.
+        Credentials are never taken from a URL; they come from the AWS chain. Nothing is
+        contacted until the store is first used.
+
+        Raises:
+            ValueError: not such a URL (see ``check_url``).
         """
-        parts = urlsplit(url)
-        # Errors name the URL without its query: an option given by mistake may be a secret.
-        shown = f"{parts.scheme}://{parts.netloc}{parts.path}"
-        if parts.scheme != "dynamodb" or not parts.netloc or parts.path not in ("", "/"):
-            raise ValueError(f"not a dynamodb store URL (expected dynamodb://TABLE): {shown!r}")
-        try:
-            query = parse_qs(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
-        except ValueError:
-            raise ValueError(f"malformed options in dynamodb store URL {shown!r}") from None
-        allowed = {"region", "endpoint_url", "create_table"}
-        unknown = sorted(set(query) - allowed)
-        if unknown:
-            raise ValueError(
-                f"unknown dynamodb store options {unknown} in {shown!r}; allowed: {sorted(allowed)}"
-            )
-        options = {name: values[-1] for name, values in query.items()}
-        create = options.get("create_table", "true").lower()
-        if create not in ("true", "false"):
-            raise ValueError(
-                f"dynamodb store option create_table must be true or false: {create!r}"
-            )
+        parsed = parse_dynamodb_url(url)
         return cls(
-            parts.netloc,
-            options.get("region"),
-            options.get("endpoint_url"),
-            create_table=create == "true",
+            parsed.table,
+            parsed.region,
+            parsed.endpoint_url,
+            create_table=parsed.create_table,
         )
+
+    @classmethod
+    def check_url(cls, url: str) -> None:
+        """Check ``url`` the way ``from_url`` does, without building a store.
+
+        Raises:
+            ValueError: no valid table name, or an unknown or malformed option.
+        """
+        parse_dynamodb_url(url)
 
     @property
     def table(self) -> str:

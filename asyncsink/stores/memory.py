@@ -21,6 +21,7 @@ from asyncsink.stores.base import (
     _checked_writes,
     _purge_cutoff,
 )
+from asyncsink.stores.urls import parse_memory_url
 
 __all__ = ["MemoryStore"]
 
@@ -63,14 +64,21 @@ class MemoryStore(RecordStore):
 
     @classmethod
     def from_url(cls, url: str) -> MemoryStore:
-        """Open ``memory://NAME``: stores of the same ``NAME`` share their data."""
-        prefix = "memory://"
-        if url[: len(prefix)].lower() != prefix:
-            raise ValueError(f"not a memory store URL (expected memory://NAME): {url!r}")
-        name = url[len(prefix) :]
-        if "?" in name or "#" in name:
-            raise ValueError(f"memory store URLs take no options: {url!r}")
-        return cls(name)
+        """Open ``memory://NAME``: stores of the same ``NAME`` share their data.
+
+        Raises:
+            ValueError: not such a URL (it takes no options).
+        """
+        return cls(parse_memory_url(url))
+
+    @classmethod
+    def check_url(cls, url: str) -> None:
+        """Check ``url`` the way ``from_url`` does, without building a store.
+
+        Raises:
+            ValueError: not a ``memory://NAME`` URL.
+        """
+        parse_memory_url(url)
 
     def __repr__(self) -> str:
         name = "" if self._name is None else repr(self._name)

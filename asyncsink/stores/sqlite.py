@@ -17,7 +17,6 @@ blocking its event loop meanwhile; transactions here last well under a milliseco
 
 from __future__ import annotations
 
-import math
 import os
 import sqlite3
 import threading
@@ -25,7 +24,6 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from urllib.parse import parse_qs
 
 from asyncsink.errors import DurableError, FencedError
 from asyncsink.stores.base import (
@@ -37,6 +35,7 @@ from asyncsink.stores.base import (
     _purge_cutoff,
 )
 from asyncsink.stores.sqlite_file import open_connection
+from asyncsink.stores.urls import check_timeout, parse_sqlite_url
 
 __all__ = ["SQLiteStore"]
 
@@ -65,7 +64,7 @@ class SQLiteStore(RecordStore):
     """
 
     def __init__(self, path: str | os.PathLike[str], *, timeout: float = 10.0) -> None:
-        _check_timeout(timeout)
+        check_timeout(timeout)
         self._path = Path(path)
         self._timeout = timeout
         self._conn: sqlite3.Connection | None = None
@@ -82,7 +81,7 @@ class SQLiteStore(RecordStore):
         Raises:
             ValueError: the URL is not such a URL (see ``check_url``).
         """
-        path, timeout = _parse_url(url)
+        path, timeout = parse_sqlite_url(url)
         return cls(path) if timeout is None else cls(path, timeout=timeout)
 
     @classmethod
@@ -93,7 +92,7 @@ class SQLiteStore(RecordStore):
             ValueError: no file path, an unknown or malformed option, or a timeout that is
                 not a number of seconds > 0.
         """
-        _parse_url(url)
+        parse_sqlite_url(url)
 
     @property
     def path(self) -> Path:
@@ -314,45 +313,3 @@ class SQLiteStore(RecordStore):
 
     def _open(self) -> sqlite3.Connection:
         return open_connection(self._path, self._timeout)
-
-
-def _check_timeout(timeout: float) -> None:
-    if not (math.isfinite(timeout) and timeout > 0):
-        raise ValueError(f"timeout must be a number of seconds > 0, got {timeout}")
-
-
-def _parse_url(url: str) -> tuple[str, float | None]:
-    """The file path and ``timeout`` option of a ``sqlite://`` URL.
-
-    Messages name the URL without its options: an option given by mistake may be a secret.
-    """
-    prefix = "sqlite://"
-    path, _, query = url[len(prefix) :].partition("?")
-    shown = f"sqlite://{path}"
-    if url[: len(prefix)].lower() != prefix:
-        raise ValueError(f"not a sqlite store URL (expected sqlite:///path.db): {shown!r}")
-    if not path or path == "/":
-        raise ValueError(
-            f"sqlite store URL without a file path: {shown!r}; "
-            "expected sqlite:///abs/path.db or sqlite://relative/path.db"
-        )
-    try:
-        options = parse_qs(query, keep_blank_values=True, strict_parsing=bool(query))
-    except ValueError:
-        raise ValueError(
-            f"malformed options in sqlite store URL {shown!r}; expected ?timeout=SECONDS"
-        ) from None
-    unknown = sorted(set(options) - {"timeout"})
-    if unknown:
-        raise ValueError(f"unknown sqlite store options {unknown} in {shown!r}; allowed: timeout")
-    if "timeout" not in options:
-        return path, None
-    try:
-        timeout = float(options["timeout"][-1])
-        _check_timeout(timeout)
-    except ValueError:
-        raise ValueError(
-            f"sqlite store option timeout in {shown!r} must be a number of seconds > 0, "
-            f"got {options['timeout'][-1]!r}"
-        ) from None
-    return path, timeout

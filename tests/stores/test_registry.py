@@ -1,12 +1,16 @@
 from __future__ import annotations
 
+import re
 import sys
+import time
+import uuid
 from pathlib import Path
 
 import pytest
 
 import asyncsink.stores as stores
-from asyncsink.stores import open_store, register_store
+import asyncsink.stores.memory as memory
+from asyncsink.stores import check_store_url, open_store, register_store
 from asyncsink.stores.memory import MemoryStore
 from asyncsink.stores.sqlite import SQLiteStore
 
@@ -18,6 +22,7 @@ def test_all_names_the_public_exports() -> None:
             "Scope",
             "ScopeInfo",
             "ScopeState",
+            "check_store_url",
             "default_store_url",
             "open_store",
             "register_store",
@@ -109,3 +114,108 @@ def test_register_store_adds_a_scheme_by_path_or_class(
         register_store("bad", "no_colon_here")
     with pytest.raises(ValueError, match="plain name"):
         register_store("has space", MemoryStore)
+
+
+@pytest.mark.parametrize(
+    ("url", "shown", "rule"),
+    [
+        ("mysql://x", "mysql://x", "unknown store scheme 'mysql'"),
+        ("sqlite://", "sqlite://", "without a file path"),
+        ("sqlite:///", "sqlite:///", "without a file path"),
+        ("sqlite://?timeout=3", "sqlite://?timeout=****", "without a file path"),
+        ("sqlite:///x.db?timeout=abc", "sqlite:///x.db?timeout=****", "number of seconds > 0"),
+        ("sqlite:///x.db?timeout=-1", "sqlite:///x.db?timeout=****", "number of seconds > 0"),
+        ("sqlite:///x.db?timeout=nan", "sqlite:///x.db?timeout=****", "number of seconds > 0"),
+        ("sqlite:///x.db?timeout=", "sqlite:///x.db?timeout=****", "number of seconds > 0"),
+        ("sqlite:///x.db?timout=3", "sqlite:///x.db?timout=****", "options ['timout']"),
+        ("sqlite:///x.db?timeout", "sqlite:///x.db?timeout", "malformed options"),
+        ("memory://name?size=3", "memory://name?size=****", "take no options"),
+        ("dynamodb://ab", "dynamodb://ab", "3 to 255"),
+        ("dynamodb:///calls", "dynamodb:///calls", "dynamodb://TABLE"),
+        ("dynamodb://calls?create_table=maybe", "create_table=****", "true or false"),
+        ("dynamodb://calls?regoin=x", "dynamodb://calls?regoin=****", "options ['regoin']"),
+    ],
+)
+def test_check_store_url_names_the_url_the_scheme_and_the_rule(
+    url: str, shown: str, rule: str
+) -> None:
+    with pytest.raises(ValueError) as caught:
+        check_store_url(url)
+    message = str(caught.value)
+    assert shown in message and rule in message
+    scheme = url.partition("://")[0]
+    assert f"{scheme} store URL" in message or f"scheme {scheme!r}" in message
+    with pytest.raises(ValueError, match=re.escape(rule)):
+        open_store(url)
+
+
+def test_check_store_url_shows_no_option_value(tmp_path: Path) -> None:
+    for url in (
+        "sqlite:///x.db?password=hunter2",
+        "dynamodb://calls?aws_secret_access_key=hunter2",
+        "dynamodb://calls?region=us-east-1&create_table=hunter2",
+        "sqlite:///x.db?timeout=hunter2",
+    ):
+        with pytest.raises(ValueError) as caught:
+            check_store_url(url)
+        assert "hunter2" not in str(caught.value), url
+
+
+@pytest.mark.parametrize(
+    ("bare", "meant"),
+    [("/tmp/x.db", "sqlite:///tmp/x.db"), ("state/records.db", "sqlite://state/records.db")],
+)
+def test_a_bare_path_is_refused_with_the_sqlite_url_it_may_mean(bare: str, meant: str) -> None:
+    for check in (check_store_url, open_store):
+        with pytest.raises(ValueError, match="no scheme") as caught:
+            check(bare)
+        assert f"write {meant} " in str(caught.value)
+
+
+def test_check_store_url_opens_and_creates_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "new" / "dir" / "records.db"
+    check_store_url(f"sqlite://{path}?timeout=2.5")
+    check_store_url("sqlite://relative/records.db")
+    assert not path.parent.parent.exists() and not Path("relative").exists()
+    name = f"checked-{uuid.uuid4().hex}"
+    check_store_url(f"memory://{name}")
+    assert name not in memory._NAMED, "no named memory store was made"
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    start = time.monotonic()
+    check_store_url("dynamodb://calls?region=us-east-1&endpoint_url=http://192.0.2.1:9")
+    assert time.monotonic() - start < 1.0, "no connection was attempted"
+
+
+def test_check_store_url_gives_the_install_hint_for_a_missing_package(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "aiobotocore", None)
+    monkeypatch.setitem(sys.modules, "aiobotocore.session", None)
+    for module in ("asyncsink.stores.dynamodb", "asyncsink.stores.dynamodb_client"):
+        monkeypatch.delitem(sys.modules, module, raising=False)
+    with pytest.raises(ImportError, match=r"pip install asyncsink\[kinesis\]"):
+        check_store_url("dynamodb://calls?region=us-east-1")
+
+
+class _Checked(MemoryStore):
+    @classmethod
+    def check_url(cls, url: str) -> None:
+        if "bad" in url:
+            raise ValueError("this store refuses 'bad'")
+
+
+def test_check_store_url_asks_a_registered_store_class_that_can_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(stores, "_registry", dict(stores._registry))
+    register_store("checked", _Checked)
+    check_store_url("checked://good")
+    with pytest.raises(ValueError, match=r"checked store URL 'checked://bad' refused: this"):
+        check_store_url("checked://bad")
+    register_store("custom", _Custom)
+    # _Custom reads its own URLs: the memory store's rules, which it inherits, do not apply.
+    check_store_url("custom://anything?at=all")
+    with pytest.raises(ValueError, match="unknown store scheme"):
+        check_store_url("unregistered://x")

@@ -9,12 +9,13 @@ import statistics
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
 from asyncsink.errors import DurableError, FencedError
-from asyncsink.stores import RecordStore, Scope, ScopeState
+from asyncsink.stores import RecordStore, Scope, ScopeState, sqlite_file
 from asyncsink.stores.sqlite import SQLiteStore
 from tests.stores.conformance import StoreConformance
 
@@ -292,3 +293,111 @@ async def test_seal_drops_prefixes_literally_not_as_patterns(tmp_path: Path) -> 
         await store.seal(SHARED, {}, drop_prefixes=("a%", "a_"))
         state = await store.load(SHARED)
     assert state is not None and dict(state.records) == {"axb": b"2", "abc": b"4"}
+
+
+def _open_fresh_files(base: str, worker: int, rounds: int, barrier: Any, out: str) -> None:
+    """One OS process: each round, open a store on a new file together with the others."""
+
+    async def run(path: str) -> None:
+        async with SQLiteStore(path) as store:
+            for partition in range(3):
+                scope = Scope("open", worker, partition)
+                epoch = (await store.take(scope)).epoch
+                await store.put(scope, epoch, {"k": str(worker).encode()})
+
+    failures: list[str] = []
+    for round_ in range(rounds):
+        barrier.wait(timeout=60)
+        try:
+            anyio.run(run, str(Path(base) / f"round-{round_}.db"))
+        except Exception as exc:
+            failures.append(f"round {round_}: {type(exc).__name__}: {exc}")
+    Path(out).write_text(json.dumps(failures))
+
+
+def _spin(seconds: float) -> None:
+    """Keep one CPU busy, so the openers are descheduled at awkward moments."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+
+
+@pytest.mark.timeout(90)
+def test_processes_opening_a_new_file_at_once_wait_for_each_other(tmp_path: Path) -> None:
+    workers, rounds = 8, 20
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(workers)
+    outs = [tmp_path / f"opener-{w}.json" for w in range(workers)]
+    spinners = [context.Process(target=_spin, args=(60.0,)) for _ in range(2)]
+    openers = [
+        context.Process(
+            target=_open_fresh_files, args=(str(tmp_path), w, rounds, barrier, str(outs[w]))
+        )
+        for w in range(workers)
+    ]
+    for process in spinners + openers:
+        process.start()
+    try:
+        for process in openers:
+            process.join(timeout=60)
+    finally:
+        for process in spinners + openers:
+            if process.is_alive():
+                process.kill()
+            process.join()
+    assert [process.exitcode for process in openers] == [0] * workers
+    assert [failure for out in outs for failure in json.loads(out.read_text())] == []
+
+    async def count(path: Path) -> int:
+        async with SQLiteStore(path) as store:
+            return len(await store.scopes("open"))
+
+    assert {anyio.run(count, tmp_path / f"round-{r}.db") for r in range(rounds)} == {workers * 3}
+
+
+@pytest.mark.anyio
+async def test_a_busy_setup_is_retried_until_the_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    set_up = sqlite_file._set_up
+    calls = 0
+
+    def busy_twice(conn: sqlite3.Connection) -> None:
+        nonlocal calls
+        calls += 1
+        if calls <= 2:
+            raise sqlite3.OperationalError("database is locked")
+        set_up(conn)
+
+    monkeypatch.setattr(sqlite_file, "_set_up", busy_twice)
+    async with SQLiteStore(tmp_path / "records.db", timeout=5) as store:
+        assert (await store.take(SHARED)).epoch == 1
+    assert calls == 3
+
+    def always_busy(conn: sqlite3.Connection) -> None:
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(sqlite_file, "_set_up", always_busy)
+    start = time.monotonic()
+    async with SQLiteStore(tmp_path / "other.db", timeout=0.4) as store:
+        with pytest.raises(DurableError, match="database is locked"):
+            await store.take(SHARED)
+    assert 0.2 < time.monotonic() - start < 2.0, "it waited about the store's timeout"
+
+
+@pytest.mark.anyio
+async def test_a_setup_error_other_than_busy_is_not_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = 0
+
+    def broken(conn: sqlite3.Connection) -> None:
+        nonlocal calls
+        calls += 1
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(sqlite_file, "_set_up", broken)
+    async with SQLiteStore(tmp_path / "records.db", timeout=5) as store:
+        with pytest.raises(DurableError, match="disk I/O error"):
+            await store.take(SHARED)
+    assert calls == 1

@@ -1,0 +1,117 @@
+"""Reading the URLs of the built-in stores: what each names and the options it takes.
+
+Reading a URL opens nothing and creates nothing, so a driver can check a ``recordStore``
+before any task starts (``asyncsink.stores.check_store_url``). Messages state the rule a
+URL breaks and name options, never an option's value: a secret given by mistake as an
+option must not reach a log. ``open_store`` and ``check_store_url`` add the URL, masked.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from urllib.parse import parse_qs
+
+__all__ = ["DynamoDBURL", "parse_dynamodb_url", "parse_memory_url", "parse_sqlite_url"]
+
+_TABLE_NAME = re.compile(r"[A-Za-z0-9_.-]{3,255}")
+
+
+@dataclass(frozen=True, slots=True)
+class DynamoDBURL:
+    """What a ``dynamodb://TABLE?...`` URL names."""
+
+    table: str
+    region: str | None = None
+    endpoint_url: str | None = None
+    create_table: bool = True
+
+
+def parse_memory_url(url: str) -> str:
+    """The name in ``memory://NAME``.
+
+    Raises:
+        ValueError: not a memory URL, or it carries options.
+    """
+    name, options = _split(url, "memory", "memory://NAME")
+    if options or "#" in name or "?" in url:
+        raise ValueError("memory store URLs take no options (expected memory://NAME)")
+    return name
+
+
+def parse_sqlite_url(url: str) -> tuple[str, float | None]:
+    """The file path and the ``timeout`` option (``None`` when not given) of a SQLite URL.
+
+    Raises:
+        ValueError: not a sqlite URL, no file path, an unknown or malformed option, or a
+            timeout that is not a number of seconds > 0.
+    """
+    form = "sqlite:///abs/path.db or sqlite://relative/path.db"
+    path, options = _split(url, "sqlite", form)
+    if not path or path == "/":
+        raise ValueError(f"sqlite store URL without a file path (expected {form})")
+    _allow("sqlite", options, ["timeout"])
+    if "timeout" not in options:
+        return path, None
+    try:
+        timeout = check_timeout(float(options["timeout"]))
+    except ValueError:
+        raise ValueError("sqlite store option timeout must be a number of seconds > 0") from None
+    return path, timeout
+
+
+def parse_dynamodb_url(url: str) -> DynamoDBURL:
+    """The table and options of ``dynamodb://TABLE?region=..&endpoint_url=..&create_table=..``.
+
+    Raises:
+        ValueError: not a dynamodb URL, no valid table name, or an unknown or malformed
+            option.
+    """
+    form = "dynamodb://TABLE"
+    table, options = _split(url, "dynamodb", form)
+    table = table.removesuffix("/")
+    if not _TABLE_NAME.fullmatch(table):
+        raise ValueError(
+            f"not a dynamodb store URL (expected {form}, a table name of 3 to 255 letters, "
+            "digits, '_', '-' or '.')"
+        )
+    _allow("dynamodb", options, ["create_table", "endpoint_url", "region"])
+    create = options.get("create_table", "true").lower()
+    if create not in ("true", "false"):
+        raise ValueError("dynamodb store option create_table must be true or false")
+    return DynamoDBURL(
+        table, options.get("region"), options.get("endpoint_url"), create_table=create == "true"
+    )
+
+
+def check_timeout(timeout: float) -> float:
+    """``timeout`` if it is a finite number of seconds > 0.
+
+    Raises:
+        ValueError: it is not.
+    """
+    if not (math.isfinite(timeout) and timeout > 0):
+        raise ValueError(f"timeout must be a number of seconds > 0, got {timeout}")
+    return timeout
+
+
+def _split(url: str, scheme: str, form: str) -> tuple[str, dict[str, str]]:
+    """What follows ``scheme://`` up to ``?``, and the options (the last of each name)."""
+    prefix = f"{scheme}://"
+    if url[: len(prefix)].lower() != prefix:
+        raise ValueError(f"not a {scheme} store URL (expected {form})")
+    rest, _, query = url[len(prefix) :].partition("?")
+    try:
+        parsed = parse_qs(query, keep_blank_values=True, strict_parsing=bool(query))
+    except ValueError:
+        raise ValueError(
+            f"malformed options in a {scheme} store URL (expected {form}?NAME=VALUE&...)"
+        ) from None
+    return rest, {name: values[-1] for name, values in parsed.items()}
+
+
+def _allow(scheme: str, options: dict[str, str], allowed: list[str]) -> None:
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise ValueError(f"unknown {scheme} store options {unknown}; allowed: {allowed}")
