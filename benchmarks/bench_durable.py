@@ -62,6 +62,8 @@ class Bench:
         writer = NullWriter(latency, options=options, call_log=log)
         async with writer:
             await writer.write_all(self.payloads)
+        if log is not None:
+            await log.complete()  # what the driver does once Spark committed
         return writer.received
 
     def timed(self, latency: float, durable: bool) -> tuple[float, float]:

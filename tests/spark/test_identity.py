@@ -171,3 +171,18 @@ def test_a_streaming_data_source_on_a_new_checkpoint_is_a_new_run(
             query.stop()
     ids = server.applied_ids()
     assert len(ids) == 800 and len(set(ids)) == 400
+
+
+def test_an_upstream_failure_under_a_data_source_write_loses_nothing(
+    spark: Any, server: FaultServer, tmp_path: Any
+) -> None:
+    (
+        flaky_rows(spark, 6000, 2500, timestamps=False)
+        .write.format("asyncsink-http")
+        .options(**http_options(server, f"sqlite:///{tmp_path}/r.db"))
+        .option("sinkId", "ds-upstream")
+        .option("batchId", "4")
+        .mode("append")
+        .save()
+    )
+    assert_exactly_once(server, 6000)
