@@ -18,6 +18,10 @@ How values are encoded:
 - ``bytes``, ``bytearray`` and ``memoryview`` in base64.
 - Floats NaN and infinities as ``null`` (JSON has no such numbers).
 
+Map keys that would become the same JSON key (``{1: "a", "1": "b"}``) are refused, as a
+value that cannot be encoded is: one of the two values would be lost (see
+``sinks.json_keys``).
+
 A value that cannot be encoded raises ``EntryEncodingError`` naming the field that holds it
 (``order.lines[2].price``); the writer turns that into a bad record with its position.
 """
@@ -33,9 +37,12 @@ from typing import Any, Literal
 
 import orjson
 
+from sinks.json_keys import key_collision
+
 __all__ = ["EntryEncodingError", "JsonEntryEncoder", "frame_json", "frame_ndjson"]
 
 _OPTIONS = orjson.OPT_NON_STR_KEYS
+"""For elements with keys that are not text; the others are encoded without options."""
 
 
 class EntryEncodingError(TypeError):
@@ -108,37 +115,49 @@ class JsonEntryEncoder:
             if as_dict is not None:
                 element = as_dict()  # nested rows reach ``default`` and are converted there
         try:
-            data = orjson.dumps(element, default=self._default, option=_OPTIONS)
-        except TypeError as exc:
-            raise self._explain(element, exc) from exc
+            data = orjson.dumps(element, default=self._default)
+        except TypeError:
+            data = self._encode_other_keys(element)
         # orjson hands back its oversized output buffer; buffering thousands of them
         # makes each allocation slow, so keep a right-sized copy instead.
         return memoryview(data).tobytes()
+
+    def _encode_other_keys(self, element: Any) -> bytes:
+        """Encode an element refused for holding a key that is not text, or a value
+        with no JSON form: keys as text, unless two of a mapping become one."""
+        try:
+            data = orjson.dumps(element, default=self._default, option=_OPTIONS)
+        except TypeError as exc:
+            raise self._explain(element, exc) from exc
+        clash = key_collision(element, self._default)
+        if clash is not None:
+            raise EntryEncodingError(clash.path, "dict", clash.reason)
+        return data
 
     def encode_all(self, elements: Sequence[Any]) -> list[bytes]:
         """Encode a run of elements: the same bytes as calling the encoder on each, in
         one tight loop when they are all plain dicts or all Spark rows of one schema.
 
         Raises:
-            TypeError: some element cannot be encoded (call the encoder on each to learn
-                which, and why).
+            EntryEncodingError: some element cannot be encoded (call the encoder on each
+                to learn which, and why).
         """
-        dumps, default, options = orjson.dumps, self._default, _OPTIONS
+        dumps, default = orjson.dumps, self._default
         first = elements[0] if elements else None
         fields = getattr(first, "__fields__", None) if hasattr(first, "asDict") else None
-        if fields is not None and all(
-            getattr(element, "__fields__", None) is fields for element in elements
-        ):
-            # What Row.asDict() does, for rows that share their field names.
-            dicts = [dict(zip(fields, row, strict=False)) for row in elements]
-            return [
-                memoryview(dumps(row, default=default, option=options)).tobytes() for row in dicts
-            ]
-        if all(type(element) is dict for element in elements):
-            return [
-                memoryview(dumps(element, default=default, option=options)).tobytes()
-                for element in elements
-            ]
+        try:
+            if fields is not None and all(
+                getattr(element, "__fields__", None) is fields for element in elements
+            ):
+                # What Row.asDict() does, for rows that share their field names.
+                dicts = [dict(zip(fields, row, strict=False)) for row in elements]
+                return [memoryview(dumps(row, default=default)).tobytes() for row in dicts]
+            if all(type(element) is dict for element in elements):
+                return [
+                    memoryview(dumps(element, default=default)).tobytes() for element in elements
+                ]
+        except TypeError:
+            pass  # a key that is not text, or a value with no JSON form: one at a time
         return [self(element) for element in elements]
 
     def _explain(self, element: Any, exc: TypeError) -> EntryEncodingError:

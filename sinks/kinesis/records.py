@@ -19,6 +19,8 @@ from typing import Any
 
 import orjson
 
+from sinks.json_keys import key_collision
+
 from .options import MAX_PARTITION_KEY_LENGTH, KinesisOptions
 
 __all__ = ["KinesisEntry", "RecordConverter", "as_mapping", "to_json"]
@@ -71,20 +73,32 @@ def to_json(row: Mapping[str, Any]) -> bytes:
     """The row as a JSON object, in UTF-8.
 
     Dates, times and timestamps are ISO 8601 strings, decimals exact JSON numbers, binary
-    values base64 strings, nested rows objects; NaN and infinite floats become ``null``.
+    values base64 strings, nested rows objects; NaN and infinite floats become ``null``;
+    map keys that are not text (numbers, dates...) become text.
 
     Raises:
         TypeError: a value has no JSON form; the message names its field.
+        ValueError: two keys of a map become the same JSON key (``{1: "a", "1": "b"}``),
+            which would lose one of the values; the message names the map's field.
     """
     try:
-        return orjson.dumps(row, default=_json_default, option=_JSON_OPTIONS)
+        return orjson.dumps(row, default=_json_default)
+    except TypeError:
+        pass  # a key that is not text, an integer beyond 64 bits, or no JSON form
+    try:
+        data = orjson.dumps(row, default=_json_default, option=_JSON_OPTIONS)
     except TypeError as exc:
-        if "64-bit" in str(exc):
-            try:
-                return orjson.dumps(_exact_ints(row), default=_json_default, option=_JSON_OPTIONS)
-            except TypeError:
-                pass
-        raise TypeError(_json_failure(row, exc)) from exc
+        if "64-bit" not in str(exc):
+            raise TypeError(_json_failure(row, exc)) from exc
+        try:
+            data = orjson.dumps(_exact_ints(row), default=_json_default, option=_JSON_OPTIONS)
+        except TypeError:
+            raise TypeError(_json_failure(row, exc)) from exc
+    clash = key_collision(row, _json_default)
+    if clash is not None:
+        where = f"field {clash.path!r}" if clash.path else "the row"
+        raise ValueError(f"{where}: {clash.reason}")
+    return data
 
 
 def _exact_ints(value: Any) -> Any:
