@@ -3,8 +3,13 @@
 ::
 
     asyncsink records list sqlite:///var/lib/asyncsink/calls.db --sink orders
-    asyncsink records show sqlite:///var/lib/asyncsink/calls.db orders 42 3
+    asyncsink records show sqlite:///var/lib/asyncsink/calls.db orders 42 3 --run q-7f3a
     asyncsink records purge sqlite:///var/lib/asyncsink/calls.db orders --older-than 7d
+    asyncsink records list --run q-7f3a          # the default store, one run
+
+Scopes belong to a run of their sink (a streaming query's id, a batch write's id); the
+listing shows it, ``-`` for scopes without one. ``--run`` picks one run; ``--run -``
+picks the scopes without a run.
 
 Without a store URL the user's default store is used, the one a Spark job without a
 ``recordStore`` option writes: ``$XDG_STATE_HOME/asyncsink/records.db`` or
@@ -30,7 +35,8 @@ import anyio
 import orjson
 
 from ..durable.calls import FN_PREFIX, decode_fn_record
-from ..durable.records import decode_record, to_ranges
+from ..durable.completion import SUMMARY_KEY, ScopeSummary
+from ..durable.records import decode_record, load_json_object, to_ranges
 from ..errors import DurableError
 from ..stores import RecordStore, Scope, ScopeInfo, default_store_url, open_store
 from ..stores.sqlite import SQLiteStore
@@ -67,6 +73,21 @@ def _duration(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _run(text: str) -> str:
+    run = "" if text == "-" else text
+    try:
+        Scope("sink", 0, 0, run)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return run
+
+
+def _add_run(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--run", metavar="RUN", type=_run, help=f"{what} ('-' for the scopes without a run)"
+    )
+
+
 def _count(text: str) -> int:
     if not text.isdigit():
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 0")
@@ -77,18 +98,20 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=_PROG,
         description="Inspect and purge the durable call records asyncsink keeps per Spark "
-        "task scope (sink, batch, partition).",
+        "task scope (sink, run, batch, partition).",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     listing = commands.add_parser(
         "list",
         help="list the scopes in a store",
-        description="List the scopes in a store: epoch (attempts that took the scope), "
-        "whether it completed, how many records it holds and when it was last written.",
+        description="List the scopes in a store: their run, epoch (attempts that took "
+        "the scope), whether it completed, how many records it holds and when it was last "
+        "written.",
     )
     listing.add_argument("store", metavar="STORE_URL", nargs="?", help=_STORE_HELP)
     listing.add_argument("--sink", metavar="ID", help="only the scopes of this sink id")
+    _add_run(listing, "only the scopes of this run")
 
     show = commands.add_parser(
         "show",
@@ -102,6 +125,9 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("sink", metavar="SINK", help="the sink id (query or job name)")
     show.add_argument("batch", metavar="BATCH", type=_count, help="the batch id")
     show.add_argument("partition", metavar="PARTITION", type=_count, help="the partition id")
+    show.add_argument(
+        "--run", metavar="RUN", type=_run, default="", help="the run of the scope (default: none)"
+    )
 
     purge = commands.add_parser(
         "purge",
@@ -122,7 +148,8 @@ def _parser() -> argparse.ArgumentParser:
         type=_duration,
         help="the scopes not written for DURATION (like 30m, 12h, 7d)",
     )
-    which.add_argument("--all", action="store_true", help="every scope of the sink")
+    which.add_argument("--all", action="store_true", help="every scope of the sink (or run)")
+    _add_run(purge, "only the scopes of this run (default: of every run)")
     purge.add_argument(
         "--dry-run", action="store_true", help="list what would be deleted; delete nothing"
     )
@@ -173,26 +200,40 @@ def _error(message: str, code: int) -> int:
 
 
 async def _list(store: RecordStore, args: argparse.Namespace) -> int:
-    scopes = await store.scopes(args.sink)
+    scopes = [
+        info
+        for info in await store.scopes(args.sink)
+        if args.run is None or info.scope.run == args.run
+    ]
     if not scopes:
-        print("no scopes" + (f" of sink {args.sink!r}" if args.sink else ""))
+        print("no scopes" + _of(args.sink, args.run))
         return 0
     _print_scopes(scopes)
     return 0
 
 
+def _of(sink: str | None, run: str | None) -> str:
+    """`` of sink 'x', run 'y'``: what a listing or purge was limited to."""
+    limits = [] if sink is None else [f"sink {sink!r}"]
+    if run is not None:
+        limits.append(f"run {run!r}" if run else "no run")
+    return f" of {', '.join(limits)}" if limits else ""
+
+
 def _print_scopes(scopes: Sequence[ScopeInfo]) -> None:
     rows = [
-        [str(info.scope), str(info.epoch), "yes" if info.completed else "no",
+        [f"{info.scope.sink_id}/{info.scope.batch_id}/{info.scope.partition_id}",
+         info.scope.run or "-", str(info.epoch), "yes" if info.completed else "no",
          str(info.record_count), _when(info.updated_at)]
         for info in scopes
     ]  # fmt: skip
-    _table(["scope", "epoch", "completed", "records", "updated (UTC)"], rows, right={1, 3})
+    head = ["scope", "run", "epoch", "completed", "records", "updated (UTC)"]
+    _table(head, rows, right={2, 4})
 
 
 async def _show(store: RecordStore, args: argparse.Namespace) -> int:
     try:
-        scope = Scope(args.sink, args.batch, args.partition)
+        scope = Scope(args.sink, args.batch, args.partition, args.run)
     except ValueError as exc:
         return _error(str(exc), 2)
     state = await store.load(scope)
@@ -205,7 +246,9 @@ async def _show(store: RecordStore, args: argparse.Namespace) -> int:
         return 0
     calls, fns, other = [], [], []
     for key, data in sorted(state.records.items()):
-        if key.startswith(_CALL_PREFIX):
+        if key == SUMMARY_KEY:
+            print(f"summary: {_summary(data)}")
+        elif key.startswith(_CALL_PREFIX):
             calls.append(_call_row(key, data))
         elif key.startswith(FN_PREFIX):
             fns.append(_fn_row(key, data))
@@ -222,6 +265,16 @@ async def _show(store: RecordStore, args: argparse.Namespace) -> int:
         print("\nother records:")
         _table(["key", "value"], other, indent=2)
     return 0
+
+
+def _summary(data: bytes) -> str:
+    """What a completed scope keeps: how many entries it was given, and by whom."""
+    try:
+        entries, digest = ScopeSummary.decode(data)
+        by = load_json_object(data).get("completed_by")
+    except ValueError as exc:
+        return f"CORRUPT, cannot be decoded: {_clip(str(exc))}"
+    return f"{entries} entries, digest {digest}" + (f", completed by {by}" if by else "")
 
 
 def _call_row(key: str, data: bytes) -> list[str]:
@@ -265,21 +318,22 @@ def _printable(data: bytes) -> str:
 
 
 async def _purge(store: RecordStore, args: argparse.Namespace) -> int:
-    before, older = args.before_batch, args.older_than
+    before, older, run = args.before_batch, args.older_than, args.run
     if args.dry_run:
         cutoff = None if older is None else time.time() - older
         doomed = [
             info
             for info in await store.scopes(args.sink)
-            if (before is None or info.scope.batch_id < before)
+            if (run is None or info.scope.run == run)
+            and (before is None or info.scope.batch_id < before)
             and (cutoff is None or info.updated_at < cutoff)
         ]
         if doomed:
             _print_scopes(doomed)
-        print(f"would purge {len(doomed)} scopes of sink {args.sink!r} (dry run)")
+        print(f"would purge {len(doomed)} scopes{_of(args.sink, run)} (dry run)")
         return 0
-    count = await store.purge(args.sink, before_batch=before, older_than_s=older)
-    print(f"purged {count} scopes of sink {args.sink!r}")
+    count = await store.purge(args.sink, run=run, before_batch=before, older_than_s=older)
+    print(f"purged {count} scopes{_of(args.sink, run)}")
     return 0
 
 

@@ -12,6 +12,7 @@ import pytest
 from asyncsink import Scope
 from asyncsink.cli.records import main, parse_duration
 from asyncsink.durable.calls import DurableContext
+from asyncsink.durable.completion import ScopeSummary, complete_scopes
 from asyncsink.durable.retention import purge_scopes
 from asyncsink.stores.memory import MemoryStore
 from asyncsink.stores.sqlite import SQLiteStore
@@ -82,15 +83,15 @@ def test_list_tabulates_every_scope_and_filters_by_sink(
 ) -> None:
     assert main(["list", url]) == 0
     rows = lines(capsys.readouterr().out)
-    assert rows[0] == ["scope", "epoch", "completed", "records", "updated", "(UTC)"]
-    body = {row[0]: row[1:4] for row in rows[1:]}
+    assert rows[0] == ["scope", "run", "epoch", "completed", "records", "updated", "(UTC)"]
+    body = {row[0]: row[1:5] for row in rows[1:]}
     assert body == {
-        "orders/1/0": ["2", "yes", "1"],  # completed: the summary stays
-        "orders/2/0": ["2", "no", "6"],  # 3 requests, meta, 2 durable calls
-        "orders/2/1": ["1", "no", "2"],
-        "refunds/1/0": ["2", "yes", "1"],
+        "orders/1/0": ["-", "2", "yes", "1"],  # completed: the summary stays
+        "orders/2/0": ["-", "2", "no", "6"],  # 3 requests, meta, 2 durable calls
+        "orders/2/1": ["-", "1", "no", "2"],
+        "refunds/1/0": ["-", "2", "yes", "1"],
     }
-    assert all(len(row) == 6 and row[4].startswith("20") for row in rows[1:]), "a date"
+    assert all(len(row) == 7 and row[5].startswith("20") for row in rows[1:]), "a date"
     assert main(["list", url, "--sink", "refunds"]) == 0
     assert [row[0] for row in lines(capsys.readouterr().out)[1:]] == ["refunds/1/0"]
     assert main(["list", url, "--sink", "nobody"]) == 0
@@ -117,6 +118,60 @@ def test_show_decodes_requests_and_durable_calls(
     assert rows[-1] == ["meta", '{"next_call":3}']
 
 
+def add_runs(url: str) -> None:
+    """orders/q-1/1/0 holds two records; orders/q-2/3/0 was sealed by a driver."""
+
+    async def fill() -> None:
+        async with SQLiteStore(url.removeprefix("sqlite://")) as store:
+            running = Scope("orders", 1, 0, "q-1")
+            epoch = (await store.take(running)).epoch
+            await store.put(running, epoch, {"fn:0000000000": b"{}", "other": b"1"})
+            sealed = ScopeSummary(Scope("orders", 3, 0, "q-2"), 5, "ab" * 16)
+            await complete_scopes(store, [sealed], completed_by="batch 3 commit")
+
+    anyio.run(fill)
+
+
+def test_scopes_of_runs_are_listed_shown_and_purged_by_run(
+    url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    add_runs(url)
+    assert main(["list", url, "--sink", "orders"]) == 0
+    rows = lines(capsys.readouterr().out)[1:]
+    assert [row[:5] for row in rows] == [
+        ["orders/1/0", "-", "2", "yes", "1"],
+        ["orders/1/0", "q-1", "1", "no", "2"],
+        ["orders/2/0", "-", "2", "no", "6"],
+        ["orders/2/1", "-", "1", "no", "2"],
+        ["orders/3/0", "q-2", "1", "yes", "1"],
+    ]
+    assert main(["list", url, "--run", "q-1"]) == 0
+    assert [row[:2] for row in lines(capsys.readouterr().out)[1:]] == [["orders/1/0", "q-1"]]
+    assert main(["list", url, "--run", "-"]) == 0
+    assert len(lines(capsys.readouterr().out)) == 1 + 4, "'-' picks the scopes without a run"
+    assert main(["list", url, "--sink", "orders", "--run", "q-9"]) == 0
+    assert capsys.readouterr().out.strip() == "no scopes of sink 'orders', run 'q-9'"
+    assert main(["list", url, "--run", "a/b"]) == 2
+    assert "run must be at most 64 letters" in capsys.readouterr().err
+
+    assert main(["show", url, "orders", "3", "0", "--run", "q-2"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("scope orders/q-2/3/0: epoch 1, COMPLETED, 1 records")
+    assert f"summary: 5 entries, digest {'ab' * 16}, completed by batch 3 commit" in out
+    assert main(["show", url, "orders", "3", "0"]) == 1
+    assert "no scope orders/3/0" in capsys.readouterr().err
+
+    assert main(["purge", url, "orders", "--all", "--run", "q-1", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "q-1" in out and "q-2" not in out
+    assert out.strip().endswith("would purge 1 scopes of sink 'orders', run 'q-1' (dry run)")
+    assert main(["purge", url, "orders", "--before-batch", "2", "--run", "-"]) == 0
+    assert capsys.readouterr().out.strip() == "purged 1 scopes of sink 'orders', no run"
+    assert main(["purge", url, "orders", "--all", "--run", "q-1"]) == 0
+    assert capsys.readouterr().out.strip() == "purged 1 scopes of sink 'orders', run 'q-1'"
+    assert scopes_in(url) == ["orders/2/0", "orders/2/1", "orders/q-2/3/0", "refunds/1/0"]
+
+
 def test_show_prints_why_a_record_cannot_be_decoded(
     url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -137,7 +192,7 @@ def test_show_of_a_completed_scope_shows_only_its_summary(
     assert main(["show", url, "orders", "1", "0"]) == 0
     out = capsys.readouterr().out
     assert "epoch 2, COMPLETED, 1 records" in out
-    assert "summary" in out and "sink requests:" not in out
+    assert "summary: 40 entries, digest " in out and "sink requests:" not in out
 
 
 def test_show_of_an_unknown_scope_fails_with_exit_code_1(
