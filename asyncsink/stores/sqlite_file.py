@@ -67,10 +67,6 @@ DROP TABLE records_v1;
 _RETRY_PAUSE_S = (0.005, 0.1)  # first and longest pause between setup attempts
 
 
-class _NotYet(sqlite3.OperationalError):
-    """The journal is not WAL yet: another connection kept SQLite from switching it."""
-
-
 def open_connection(path: Path, timeout: float) -> sqlite3.Connection:
     """A connection to the store file at ``path``, set up for the store.
 
@@ -138,9 +134,9 @@ def _create_private_file(path: Path) -> None:
 
 def _set_up(conn: sqlite3.Connection) -> None:
     """Switch the file to WAL and bring its schema to ``SCHEMA_VERSION``."""
-    (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
-    if str(mode).lower() != "wal":
-        raise _NotYet(f"cannot switch the journal to WAL (got {mode})")
+    (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()  # SQLITE_BUSY if held
+    if str(mode).lower() != "wal":  # the file system cannot do WAL: waiting will not help
+        raise sqlite3.DatabaseError(f"cannot switch the journal to WAL (got {mode})")
     conn.execute("PRAGMA synchronous = NORMAL")
     if _version(conn) == SCHEMA_VERSION:
         return
@@ -178,8 +174,6 @@ def _run(conn: sqlite3.Connection, script: str) -> None:
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
     """Another connection holds the file: trying again later may succeed."""
-    if isinstance(exc, _NotYet):
-        return True
     code = getattr(exc, "sqlite_errorcode", None)
     if isinstance(code, int):
         return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
