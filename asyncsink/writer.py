@@ -354,8 +354,6 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             self._written += 1  # accepted into the dead-letter target
             return False
         self._written += 1
-        if self._log is not None:
-            self._log.note(seq, entry)
         buffer = self._buffer
         if buffer.fresh_count:
             # Only the oldest entry's time sets a deadline; a later entry may carry an
@@ -380,13 +378,12 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             for element in elements:
                 started = self._accept(element) or started
             return started
-        if self._log is not None:
-            self._log.note_run(self._next_seq, [item[1] for item in items])
-            if self._skip_all:
-                self._log.skipped += len(items)
-                self._next_seq += len(items)
-                self._written += len(items)
-                return False
+        if self._skip_all:
+            assert self._log is not None
+            self._log.skip_completed([item[1] for item in items])
+            self._next_seq += len(items)
+            self._written += len(items)
+            return False
         buffer = self._buffer
         if not buffer.fresh_count:
             self._wake.set()
@@ -401,13 +398,13 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         bad record was dealt with by that run, and is not digested)."""
         assert self._log is not None
         self._written += 1
-        self._log.skipped += 1
         try:
             entry = self.convert(element)
         except Exception:
+            self._log.skip_completed((), 1)
             return
-        if self.entry_size(entry) <= self._max_record:
-            self._log.note(seq, entry)
+        fits = self.entry_size(entry) <= self._max_record
+        self._log.skip_completed((entry,) if fits else (), 1)
 
     def _convert_run(self, elements: list[InputT]) -> list[Item[EntryT]] | None:
         """The items of ``elements`` converted at once, numbered from ``_next_seq``; or

@@ -214,17 +214,14 @@ class CallLog:
 
     # ------------------------------------------------------------------ digest
 
-    def note(self, seq: int, entry: Any) -> None:
-        """Count an accepted entry into the scope's digest."""
-        self.digest.add(seq, self._crc(entry))
-
-    def note_run(self, first_seq: int, entries: Sequence[Any]) -> None:
-        """Count accepted entries numbered from ``first_seq`` into the scope's digest."""
+    def skip_completed(self, entries: Sequence[Any], count: int | None = None) -> None:
+        """``count`` elements (default: one per entry) of a completed scope: not sent; their
+        ``entries`` are digested, to compare with what was completed at the end."""
+        self.skipped += len(entries) if count is None else count
         try:
-            crcs = list(map(zlib.crc32, entries))  # entries that are bytes already
+            self.digest.add(map(zlib.crc32, entries))  # entries that are bytes already
         except TypeError:
-            crcs = [self._crc(entry) for entry in entries]
-        self.digest.add_run(first_seq, crcs)
+            self.digest.add(map(self._crc, entries))
 
     def summary(self) -> ScopeSummary:
         """What this attempt was given: for the driver to complete the scope with."""
@@ -243,7 +240,8 @@ class CallLog:
         if call_id is None:
             return False
         record = self._records[call_id]
-        if self._crc_at[seq] != self._crc(entry):
+        crc = self._crc(entry)
+        if self._crc_at[seq] != crc:
             self._diverged(record, seq)
             self._released.append((seq, entry, size))
         elif resend:
@@ -257,6 +255,7 @@ class CallLog:
                 self._requeued.add(call_id)
         else:
             self.skipped += 1
+            self.digest.add((crc,))
         self.recovering = bool(self._done or self._resend)
         return True
 
@@ -367,6 +366,11 @@ class CallLog:
         record.rejected = rejected
         record.result = detail
         self._put(record)
+        if len(record.acked) + len(rejected) == len(record.seqs):
+            self.digest.add(record.crcs)
+        else:
+            done = record.acked.union(rejected)
+            self.digest.add(c for q, c in zip(record.seqs, record.crcs, strict=True) if q in done)
 
     def record_failure(self, call: CallInfo, error: BaseException | None) -> None:
         record = self._records[call.call_id]

@@ -12,16 +12,17 @@ A replay of a sealed scope (Spark re-running a batch whose commit it did not rec
 re-run with the same ``batchId``) sends nothing; its writer still digests its input and
 raises ``ReplayMismatchError`` when it differs from the summary.
 
-The digest is order-independent over ``(seq, crc32(entry))`` pairs, so it can be summed
-as entries arrive, whatever order the requests finish in: two 64-bit sums, of the CRCs and
-of the CRCs weighted by their sequence numbers (a changed entry moves the first, entries
-swapped in place move the second).
+The digest is the sum, modulo 2**64, of the CRC-32 of every entry the scope settled
+(acknowledged, skipped as delivered before, or dead-lettered after the destination
+rejected it), so it is summed from the CRCs the call records already hold, whatever order
+the requests finish in. It says whether a replay brings the rows that were delivered: the
+same rows in another order are the same delivery and pass; a changed, missing or extra
+row does not.
 """
 
 from __future__ import annotations
 
-import operator
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import orjson
@@ -43,26 +44,18 @@ _MASK = (1 << 64) - 1
 
 
 class ScopeDigest:
-    """Order-independent digest of a scope's entries, built as they are written."""
+    """Order-independent digest of a scope's entries: the sum of their CRC-32s."""
 
-    __slots__ = ("_sum", "_weighted")
+    __slots__ = ("_sum",)
 
     def __init__(self) -> None:
         self._sum = 0
-        self._weighted = 0
 
-    def add(self, seq: int, crc: int) -> None:
-        self._sum += crc
-        self._weighted += (seq + 1) * crc
-
-    def add_run(self, first_seq: int, crcs: Sequence[int]) -> None:
-        """Add the entries numbered ``first_seq``, ``first_seq + 1``, ... with ``crcs``."""
+    def add(self, crcs: Iterable[int]) -> None:
         self._sum += sum(crcs)
-        weights = range(first_seq + 1, first_seq + 1 + len(crcs))
-        self._weighted += sum(map(operator.mul, weights, crcs))
 
     def hexdigest(self) -> str:
-        return f"{self._sum & _MASK:016x}{self._weighted & _MASK:016x}"
+        return f"{self._sum & _MASK:016x}"
 
 
 @dataclass(frozen=True, slots=True)

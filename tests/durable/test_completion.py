@@ -46,9 +46,9 @@ async def test_a_completed_scope_replayed_with_its_input_sends_nothing() -> None
         ENTRIES[:99],  # a row less
         [*ENTRIES, "e100"],  # a row more
         ENTRIES[:50] + ["other"] + ENTRIES[51:],  # a row changed
-        ENTRIES[:10] + [ENTRIES[11], ENTRIES[10]] + ENTRIES[12:],  # two rows swapped
+        ENTRIES[:10] + ENTRIES[11:] + ["e1"],  # a row replaced by a copy of another
     ],
-    ids=["shorter", "longer", "changed", "swapped"],
+    ids=["shorter", "longer", "changed", "duplicated"],
 )
 async def test_a_completed_scope_replayed_with_other_input_fails_loudly(replay: list[str]) -> None:
     store = MemoryStore()
@@ -60,6 +60,27 @@ async def test_a_completed_scope_replayed_with_other_input_fails_loudly(replay: 
     message = str(caught.value)
     assert "sink/0/0" in message and "'sink'" in message
     assert "100 entries" in message and "batchId" in message
+
+
+async def test_a_completed_scope_replayed_in_another_order_is_the_same_delivery() -> None:
+    store = MemoryStore()
+    await run_attempt(store, Destination(), ENTRIES)
+    again = Destination()
+    writer = await run_attempt(store, again, list(reversed(ENTRIES)))
+    assert again.applied == [] and writer.statistics().skipped == len(ENTRIES)
+
+
+async def test_the_digest_is_the_same_whatever_attempts_delivered_the_entries() -> None:
+    """Entries acknowledged by an earlier attempt, re-sent after a partial failure, or
+    dead-lettered digest alike: the completed replay passes."""
+    store = MemoryStore()
+    destination = Destination(idempotent=True)
+    destination.crash_after_apply_on = 3
+    with pytest.raises((Crash, BaseExceptionGroup)):
+        await run_attempt(store, destination, ENTRIES, max_in_flight_requests=1)
+    await run_attempt(store, destination, ENTRIES)
+    writer = await run_attempt(store, Destination(), ENTRIES)
+    assert writer.statistics().skipped == len(ENTRIES)
 
 
 async def test_completion_keeps_a_summary_of_bytes_not_per_entry_records() -> None:
