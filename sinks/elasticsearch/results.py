@@ -140,11 +140,12 @@ def read_bulk_items(
     retry: list[int] = []
     rejected: dict[int, str] = {}
     throttled = False
-    for index, (status, result) in enumerate(items):
+    for index, status in enumerate(items.statuses):
         if 200 <= status <= 299:
             continue
         if (status == 409 and operation == "create") or (status == 404 and operation == "delete"):
             continue  # already there / nothing to delete: the operation's aim holds
+        result = items.body(index)
         error = result.get("error")
         if status == 429:
             retry.append(index)

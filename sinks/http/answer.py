@@ -9,8 +9,9 @@ became of each entry. The rule, in order:
    ``Content-Type`` says JSON (``application/json``, ``text/json``, ``*/*+json``), when it
    has no ``Content-Type`` but opens like a JSON object, or when the protocol always
    answers JSON (``required``, as ``_bulk`` does): ``RetryableError``, and the same call is
-   sent again. Otherwise (``OK`` as text, an empty body, ``204``) it is a plain answer,
-   and the status says it all.
+   sent again (an empty body typed as JSON included). Otherwise (``OK`` as text, an
+   untyped empty body; the HTTP sink never reads a ``204``'s) it is a plain answer, and
+   the status says it all.
 2. **The items.** A JSON object with ``items`` (or, with ``required``, any answer) must
    list one item per entry, in request order: a list of exactly as many objects, each
    with an integer HTTP ``status`` from 100 to 599 (directly, or inside a one-key
@@ -35,15 +36,22 @@ import orjson
 
 from asyncsink.errors import FatalError, RetryableError
 
-__all__ = ["Item", "load_answer", "read_items", "says_json"]
+__all__ = ["Items", "load_answer", "read_items", "says_json"]
 
 
-class Item(NamedTuple):
-    """One entry's item: its HTTP ``status`` and the object that carries it (``error``,
-    ``_index`` and whatever else the destination put there)."""
+class Items(NamedTuple):
+    """The items of an answer, checked: ``statuses[i]`` is entry *i*'s HTTP status;
+    ``body(i)`` the object that carries it (``error``, ``_index``...)."""
 
-    status: int
-    body: Mapping[str, Any]
+    statuses: list[int]
+    raw: list[Any]
+    operation: str | None
+
+    def body(self, index: int) -> Mapping[str, Any]:
+        """The object holding item ``index``'s status."""
+        body = _unwrap(self.raw[index], self.operation)
+        assert body is not None  # checked by ``read_items``
+        return body
 
 
 def says_json(content_type: str | None) -> bool:
@@ -88,7 +96,7 @@ def read_items(
     unit: str = "entries",
     required: bool = False,
     operation: str | None = None,
-) -> list[Item] | None:
+) -> Items | None:
     """The items of a parsed 2xx answer to a request of ``count`` ``unit``, one per entry
     in request order; ``None`` when the answer lists no items and need not (``required``
     off, no ``errors`` claimed): then the status says every entry was taken.
@@ -100,8 +108,7 @@ def read_items(
     cannot_tell = f"cannot tell which {unit} were stored"
     if not isinstance(payload, Mapping):
         if required:
-            kind = type(payload).__name__
-            raise FatalError(f"{what} is a JSON {kind}, not an object: {cannot_tell}")
+            raise FatalError(f"{what} is {_kind(payload)}, not an object: {cannot_tell}")
         return None
     items = payload.get("items")
     if items is None:
@@ -112,17 +119,31 @@ def read_items(
             raise FatalError(f"{what}{says} lists no items: {cannot_tell}")
         return None
     if not isinstance(items, list):
-        raise FatalError(f"{what}'s items are a {type(items).__name__}, not a list: {cannot_tell}")
+        raise FatalError(f"{what}'s items are {_kind(items)}, not an array: {cannot_tell}")
     if len(items) != count:
         raise FatalError(
             f"{what} lists {len(items)} items for a request of {count} {unit}: {cannot_tell}"
         )
-    return [_item(item, index, operation, what, cannot_tell) for index, item in enumerate(items)]
+    statuses: list[int] = []
+    append = statuses.append
+    for item in items:  # the common shapes at once; the rest, and the faults, below
+        body = item if operation is None else item.get(operation) if type(item) is dict else None
+        status = body.get("status") if type(body) is dict else None
+        if type(status) is int and 100 <= status <= 599:
+            append(status)
+        else:
+            append(_status(item, len(statuses), operation, what, cannot_tell))
+    return Items(statuses, items, operation)
 
 
-def _item(item: Any, index: int, operation: str | None, what: str, cannot_tell: str) -> Item:
+def _status(item: Any, index: int, operation: str | None, what: str, cannot_tell: str) -> int:
+    """The status of an item of a less common shape (a wrapper, a ``Mapping``).
+
+    Raises:
+        FatalError: the item holds no readable status.
+    """
     if not isinstance(item, Mapping):
-        problem = f"is a {type(item).__name__}, not an object"
+        problem = f"is {_kind(item)}, not an object"
     else:
         body = _unwrap(item, operation)
         if body is None:
@@ -130,13 +151,15 @@ def _item(item: Any, index: int, operation: str | None, what: str, cannot_tell: 
         else:
             status = body.get("status")
             if type(status) is int and 100 <= status <= 599:
-                return Item(status, body)
+                return status
             if status is None:
                 problem = "has no status"
             elif type(status) is int:
                 problem = f"has status {status}, not an HTTP status"
+            elif type(status) is float:
+                problem = f"has status {status!r}, not an integer"
             else:
-                problem = f"has a status of type {type(status).__name__}, not a number"
+                problem = f"has {_kind(status)} for status, not a number"
     raise FatalError(f"{what}'s item {index} {problem}: {cannot_tell}")
 
 
@@ -153,3 +176,12 @@ def _unwrap(item: Mapping[str, Any], operation: str | None) -> Mapping[str, Any]
         if isinstance(inner, Mapping) and "status" in inner:
             return inner
     return None
+
+
+_KINDS = {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
+          int: "a number", float: "a number", type(None): "null"}  # fmt: skip
+
+
+def _kind(value: Any) -> str:
+    """What a parsed JSON value is, in JSON's words."""
+    return _KINDS.get(type(value), type(value).__name__)

@@ -196,14 +196,14 @@ def parse_items(
     retry: list[int] = []
     rejected: dict[int, str] = {}
     throttled = False
-    for index, (status, body) in enumerate(items):
+    for index, status in enumerate(items.statuses):
         if 200 <= status <= 299:
             continue
         if is_retryable_status(status):
             retry.append(index)
             throttled = throttled or status in THROTTLE_STATUSES
         else:
-            rejected[index] = _reason(status, body.get("error"), redact)
+            rejected[index] = _reason(status, items.body(index).get("error"), redact)
     if not retry and not rejected:
         return None
     return SubmitResult(
@@ -234,4 +234,5 @@ def held_by_status(payload: Any, seqs: Sequence[int]) -> Sequence[int] | None:
         return None
     if items is None:
         return tuple(seqs)
-    return tuple(seq for seq, item in zip(seqs, items, strict=True) if 200 <= item.status <= 299)
+    return tuple(seq for seq, status in zip(seqs, items.statuses, strict=True)
+                 if 200 <= status <= 299)  # fmt: skip

@@ -47,7 +47,7 @@ def read_put_records(response: Any, sent: int, stream: str) -> PutRecordsAnswer:
     if records is None:
         raise _untrusted(stream, sent, "Records is missing")
     if type(records) is not list:
-        raise _untrusted(stream, sent, f"Records is a {type(records).__name__}, not a list")
+        raise _untrusted(stream, sent, f"Records is of type {type(records).__name__}, not a list")
     if len(records) != sent:
         raise _untrusted(stream, sent, f"Records holds {len(records)} results")
     failed: list[int] = []
@@ -64,7 +64,7 @@ def read_put_records(response: Any, sent: int, stream: str) -> PutRecordsAnswer:
             failed.append(index)
     count = response.get("FailedRecordCount")
     if type(count) is not int:
-        kind = "missing" if count is None else f"a {type(count).__name__}, not a number"
+        kind = "missing" if count is None else f"of type {type(count).__name__}, not a number"
         raise _untrusted(stream, sent, f"FailedRecordCount is {kind}")
     if count != len(failed):
         carry = f"{len(failed)} results carry an ErrorCode"
@@ -78,7 +78,7 @@ def _result_problem(result: Any) -> str:
     """What is wrong with a result; ``""`` when it says plainly that its record was
     stored or that it failed."""
     if not isinstance(result, Mapping):
-        return f"is a {type(result).__name__}, not an object"
+        return f"is of type {type(result).__name__}, not an object"
     code = result.get("ErrorCode")
     sequence = result.get("SequenceNumber")
     shard = result.get("ShardId")
@@ -97,8 +97,7 @@ def _result_problem(result: Any) -> str:
 
 def _text_problem(name: str, value: Any) -> str:
     if type(value) is not str:
-        article = "an" if name[0] in "AEIOU" else "a"
-        return f"has {article} {name} of type {type(value).__name__}"
+        return f"has {name} of type {type(value).__name__}, not text"
     return "" if value else f"has an empty {name}"
 
 

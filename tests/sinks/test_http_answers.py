@@ -64,6 +64,12 @@ def writer(**http: Any) -> HttpWriter:
     return HttpWriter(HttpOptions(url=URL, **http), options=sink)
 
 
+def json_error(body: bytes) -> str:
+    with pytest.raises(orjson.JSONDecodeError) as caught:
+        orjson.loads(body)
+    return str(caught.value)
+
+
 async def deliver(w: HttpWriter) -> HttpWriter:
     async with w:
         await w.write_all(ROWS)
@@ -82,30 +88,35 @@ UNREADABLE = {
     "untyped object cut short": (b'{"errors": false, "items": [', None),
 }
 
-# Complete JSON answers that do not match the request: sending again cannot help.
+# Complete JSON answers that do not match the request: sending again cannot help. Each
+# with what the message says after "the HTTP 200 answer of POST <url>".
 MISMATCHED = {
     "too few items": ({"errors": False, "items": [{"status": 201}] * 19},
-                      "lists 19 items for a request of 20 entries"),
+                      " lists 19 items for a request of 20 entries"),
     "too many items": ({"errors": False, "items": [{"status": 201}] * 21},
-                       "lists 21 items for a request of 20 entries"),
-    "no items at all": ({"errors": False, "items": []}, "lists 0 items for a request of 20"),
+                       " lists 21 items for a request of 20 entries"),
+    "no items at all": ({"errors": False, "items": []},
+                        " lists 0 items for a request of 20 entries"),
     "items not a list": ({"errors": False, "items": {"status": 201}},
-                         "items are a dict, not a list"),
+                         "'s items are an object, not an array"),
     "item not an object": ({"errors": False, "items": [{"status": 201}] * 19 + [201]},
-                           "item 19 is a int, not an object"),
+                           "'s item 19 is a number, not an object"),
     "item without status": ({"errors": False, "items": [{"status": 201}] * 19 + [{}]},
-                            "item 19 has no status"),
+                            "'s item 19 has no status"),
     "status as text": ({"errors": False, "items": [{"status": "201"}] * 20},
-                       "item 0 has a status of type str"),
+                       "'s item 0 has a string for status, not a number"),
     "status as bool": ({"errors": False, "items": [{"status": True}] * 20},
-                       "item 0 has a status of type bool"),
+                       "'s item 0 has a boolean for status, not a number"),
+    "status as null": ({"errors": False, "items": [{"status": None}] * 20},
+                       "'s item 0 has no status"),
     "status out of range": ({"errors": False, "items": [{"status": 2000}] * 20},
-                            "item 0 has status 2000"),
+                            "'s item 0 has status 2000, not an HTTP status"),
     "status as float": ({"errors": False, "items": [{"status": 201.0}] * 20},
-                        "item 0 has a status of type float"),
-    "errors without items": ({"errors": True}, "says some entries failed but lists no items"),
+                        "'s item 0 has status 201.0, not an integer"),
+    "errors without items": ({"errors": True},
+                             " says some entries failed but lists no items"),
     "wrapped twice": ({"errors": False, "items": [{"a": {"b": {"status": 201}}}] * 20},
-                      "item 0 has no status"),
+                      "'s item 0 has no status"),
 }  # fmt: skip
 
 
@@ -119,8 +130,10 @@ async def test_an_unreadable_2xx_answer_is_retried_and_never_counted_delivered(
         await deliver(w)
     cause = caught.value.__cause__
     assert type(cause) is RetryableError
-    assert f"the HTTP 200 answer of POST {URL} is not valid JSON" in str(cause)
-    assert "cut short" in str(cause)
+    size = f"{len(body)} bytes: {json_error(body)}" if body else "empty"
+    assert str(cause) == (
+        f"the HTTP 200 answer of POST {URL} is not valid JSON ({size}); cut short on the way?"
+    )
     stats = w.statistics()
     assert (stats.delivered, stats.failed, stats.requests) == (0, 20, RETRIES + 1)
     keys = {request.headers["idempotency-key"] for request in endpoint.requests}
@@ -135,9 +148,9 @@ async def test_a_2xx_answer_not_matching_the_request_fails_the_writer_with_nothi
     w = writer()
     with pytest.raises(FatalError) as caught:
         await deliver(w)
-    assert message in str(caught.value)
-    assert f"the HTTP 200 answer of POST {URL}" in str(caught.value)
-    assert "cannot tell which entries were stored" in str(caught.value)
+    assert str(caught.value) == (
+        f"the HTTP 200 answer of POST {URL}{message}: cannot tell which entries were stored"
+    )
     assert w.statistics().delivered == 0
 
 
