@@ -129,9 +129,8 @@ _PARSERS = frozenset({"botocore.parsers", "aiobotocore.parsers"})
 
 def _raised_reading_answer(exc: BaseException) -> bool:
     """Whether ``exc`` is a parser's stumble over an answer of the wrong shape: raised in
-    botocore's response parsers, or where aiobotocore takes their result in."""
-    if not isinstance(exc, AttributeError | TypeError | ValueError | LookupError):
-        return False
+    botocore's response parsers (their ``ResponseParserError`` included), or where
+    aiobotocore takes their result in."""
     frame = None
     tb = exc.__traceback__
     while tb is not None:
@@ -140,7 +139,8 @@ def _raised_reading_answer(exc: BaseException) -> bool:
             return True
         tb = tb.tb_next
     return (
-        frame is not None
+        isinstance(exc, AttributeError | TypeError)
+        and frame is not None
         and frame.f_globals.get("__name__") == "aiobotocore.endpoint"
         and frame.f_code.co_name == "_do_get_response"
     )

@@ -11,9 +11,10 @@ from typing import Any
 import orjson
 import pytest
 from aiohttp import web
+from botocore.parsers import ResponseParserError
 
 from asyncsink import DeliveryError, RetryableError, SinkOptions
-from sinks.kinesis import KinesisOptions, KinesisWriter, close_clients
+from sinks.kinesis import KinesisOptions, KinesisWriter, close_clients, translate_error
 
 pytestmark = pytest.mark.anyio
 
@@ -225,3 +226,23 @@ async def test_records_the_answer_says_failed_are_retried_alone(
     assert orjson.loads(fake.requests[1][0])["i"] == 4
     stats = writer.statistics()
     assert (stats.delivered, stats.retried, stats.throttled) == (20, 1, 1)
+
+
+def test_only_errors_raised_reading_the_answer_are_taken_for_an_unreadable_answer() -> None:
+    def bug() -> None:
+        raise AttributeError("'NoneType' object has no attribute 'get'")
+
+    try:
+        bug()
+    except AttributeError as exc:
+        assert translate_error(exc, STREAM) is None, "a bug of ours stays a bug"
+    code = compile("raise ResponseParserError('bad tag')", "<parser>", "exec")
+    try:
+        exec(code, {"__name__": "botocore.parsers", "ResponseParserError": ResponseParserError})
+    except ResponseParserError as exc:
+        error = translate_error(exc, STREAM)
+    assert type(error) is RetryableError
+    assert str(error) == (
+        "Kinesis stream 'events': the PutRecords answer cannot be parsed (ResponseParserError: "
+        "bad tag); cannot tell which records were stored"
+    )
