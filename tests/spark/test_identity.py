@@ -17,6 +17,15 @@ from .test_spark import assert_exactly_once, file_stream, http_options, rows
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
 
+def run_stream(writer: Any, checkpoint: Any) -> None:
+    """Start a stream on ``checkpoint``, process everything available, stop it."""
+    query = writer.option("checkpointLocation", str(checkpoint)).start()
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+
+
 def flaky_rows(spark: Any, n: int, fail_at: int, *, timestamps: bool) -> Any:
     """Rows whose ``id`` comes from a Python UDF that raises at ``fail_at`` on a task's
     first attempt: an operator upstream of the sink fails mid-partition."""
@@ -71,15 +80,7 @@ def test_an_upstream_failure_in_a_streaming_batch_loses_nothing(
     sink = foreach_batch(
         "http", http_options(server, f"sqlite:///{tmp_path}/r.db"), sink_id="stream-upstream"
     )
-    query = (
-        source.writeStream.foreachBatch(sink)
-        .option("checkpointLocation", str(tmp_path / "ck"))
-        .start()
-    )
-    try:
-        query.processAllAvailable()
-    finally:
-        query.stop()
+    run_stream(source.writeStream.foreachBatch(sink), tmp_path / "ck")
     assert_exactly_once(server, 1200)
 
 
@@ -121,15 +122,7 @@ def test_a_stream_restarted_on_a_new_checkpoint_delivers_everything_again(
     options = http_options(server, f"sqlite:///{tmp_path}/r.db")
     for checkpoint in ("first", "second"):
         sink = foreach_batch("http", options, sink_id="reprocess")
-        query = (
-            source.writeStream.foreachBatch(sink)
-            .option("checkpointLocation", str(tmp_path / checkpoint))
-            .start()
-        )
-        try:
-            query.processAllAvailable()
-        finally:
-            query.stop()
+        run_stream(source.writeStream.foreachBatch(sink), tmp_path / checkpoint)
         assert sum(stats.skipped for stats in sink.statistics.values()) == 0
     ids = server.applied_ids()
     assert len(ids) == 1200 and len(set(ids)) == 600  # each row once per run, keys differ
@@ -158,17 +151,12 @@ def test_a_streaming_data_source_on_a_new_checkpoint_is_a_new_run(
     source = file_stream(spark, tmp_path / "in", files=2, per_file=200)
     sink_id = f"ds-stream-{uuid.uuid4().hex[:6]}"
     for checkpoint in ("one", "two"):
-        query = (
+        writer = (
             source.writeStream.format("asyncsink-http")
             .options(**http_options(server, f"sqlite:///{tmp_path}/s.db"))
             .option("sinkId", sink_id)
-            .option("checkpointLocation", str(tmp_path / checkpoint))
-            .start()
         )
-        try:
-            query.processAllAvailable()
-        finally:
-            query.stop()
+        run_stream(writer, tmp_path / checkpoint)
     ids = server.applied_ids()
     assert len(ids) == 800 and len(set(ids)) == 400
 
