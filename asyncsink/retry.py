@@ -2,15 +2,17 @@
 
 Whole-request failures are sorted into three kinds: ``RETRYABLE`` (try again after a
 backoff), ``THROTTLED`` (the same, and the rate limiter shrinks its window) and ``FATAL``
-(fail the writer now). Backoff is exponential with jitter, ``initial * 2**(attempt-1)``
-capped at ``max``, drawn uniformly from its upper half so concurrent writers spread out;
-a destination's ``Retry-After`` hint lengthens it, up to the same cap.
+(fail the writer now). Backoff is exponential with full jitter, the delays of the
+``backoff`` library's wait generators: the ceiling ``initial * 2**(attempt-1)``, capped at
+``max``, and a delay drawn uniformly below it, so that concurrent writers spread out; a
+destination's ``Retry-After`` hint lengthens it, up to the same cap.
 """
 
 from __future__ import annotations
 
 import enum
-import random
+
+import backoff
 
 from .errors import FatalError, RetryableError, ThrottledError
 
@@ -43,14 +45,21 @@ def default_classification(exc: BaseException) -> ErrorKind:
 class RetryPolicy:
     """Backoff delays in seconds for the ``attempt``-th retry (1-based)."""
 
-    def __init__(self, initial_ms: int, max_ms: int, *, rng: random.Random | None = None) -> None:
+    def __init__(self, initial_ms: int, max_ms: int) -> None:
         self.initial = initial_ms / 1000
         self.max = max_ms / 1000
-        self._rng = rng or random.Random()
+        self._waits = backoff.expo(factor=self.initial, max_value=self.max)
+        next(self._waits)  # the generator's priming step
+        self._ceilings: list[float] = []
+
+    def ceiling(self, attempt: int) -> float:
+        """The longest delay before the ``attempt``-th retry."""
+        while len(self._ceilings) < attempt:
+            self._ceilings.append(min(self.max, next(self._waits)))
+        return self._ceilings[max(attempt, 1) - 1]
 
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
-        ceiling = min(self.max, self.initial * 2 ** min(max(attempt - 1, 0), 62))
-        delay = self._rng.uniform(ceiling / 2, ceiling)
+        delay = float(backoff.full_jitter(self.ceiling(attempt)))
         if retry_after is not None and retry_after > delay:
             delay = min(retry_after, self.max)
         return delay

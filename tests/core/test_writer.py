@@ -22,6 +22,7 @@ from asyncsink import (
     WriterStateError,
     current_call,
 )
+from asyncsink.retry import RetryPolicy
 
 from .fakes import Destination, FakeWriter
 
@@ -160,7 +161,19 @@ async def test_backoff_grows_exponentially_within_jitter() -> None:
     gaps = [b - a for a, b in zip(attempts, attempts[1:], strict=False)]
     assert len(gaps) == 3
     for gap, ceiling in zip(gaps, (0.04, 0.08, 0.16), strict=True):
-        assert ceiling / 2 - 0.005 <= gap <= ceiling + 0.1
+        assert gap <= ceiling + 0.1  # full jitter: anywhere below the ceiling
+
+
+def test_backoff_delays_are_full_jitter_below_a_doubling_capped_ceiling() -> None:
+    policy = RetryPolicy(initial_ms=100, max_ms=1000)
+    assert [policy.ceiling(n) for n in range(1, 7)] == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
+    for attempt in (1, 3, 6):
+        delays = [policy.delay(attempt) for _ in range(2000)]
+        ceiling = policy.ceiling(attempt)
+        assert all(0 <= d <= ceiling for d in delays)
+        assert 0.4 * ceiling < sum(delays) / len(delays) < 0.6 * ceiling
+    assert policy.delay(1, retry_after=0.7) == 0.7  # the destination's hint, when longer
+    assert policy.delay(1, retry_after=30) == 1.0  # capped by maxBackoffMs
 
 
 async def test_retry_after_is_honoured_and_throttling_shrinks_the_window() -> None:
