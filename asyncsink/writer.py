@@ -18,12 +18,11 @@ import abc
 import enum
 import logging
 import time
-import uuid
 from collections.abc import AsyncIterable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 import anyio
 import anyio.abc
@@ -43,12 +42,10 @@ from .errors import (
 )
 from .options import SinkOptions
 from .rate_limit import AIMDWindow
-from .request import CallInfo, SubmitResult, _current, as_result, idempotency_key
+from .recording import CallRecorder, NoRecords
+from .request import CallInfo, SubmitResult, _current, as_result
 from .retry import ErrorKind, RetryPolicy, default_classification
 from .stats import LatencyHistogram, WriterStatistics, new_latency_counts
-
-if TYPE_CHECKING:
-    from .durable.call_log import CallLog
 
 __all__ = ["AsyncSinkWriter", "WriterSnapshot"]
 
@@ -95,15 +92,16 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
 
     Args:
         options: buffering hints, limits and retry policy (``SinkOptions()`` if omitted).
-        call_log: durable call records for this writer's scope; without one, nothing is
-            remembered across attempts (idempotency keys are then unique per writer).
+        call_log: durable call records for this writer's scope (a ``CallLog``, or any
+            ``CallRecorder``); without one, nothing is remembered across attempts
+            (idempotency keys are then unique per writer).
     """
 
     def __init__(
-        self, *, options: SinkOptions | None = None, call_log: CallLog | None = None
+        self, *, options: SinkOptions | None = None, call_log: CallRecorder | None = None
     ) -> None:
         self.options = options = options or SinkOptions()
-        self._log = call_log
+        self._log: CallRecorder = call_log if call_log is not None else NoRecords()
         self._state = _State.NEW
         self._buffer: RequestBuffer[EntryT] = RequestBuffer()
         self._calls: dict[int, _Call[EntryT]] = {}
@@ -124,9 +122,8 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         self._written = 0
         self._clock = time.monotonic()
         self._log_sync_scheduled = False
-        self._scope = f"writer-{uuid.uuid4()}"
+        self._scope = self._log.scope_name
         self._next_seq = 0
-        self._next_call = 0
         self._flushing = 0
         self._fatal: BaseException | None = None
         self._exhausted: list[Item[EntryT]] = []
@@ -225,12 +222,10 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         self._tg = tg
         self._state = _State.OPEN
         try:
-            if self._log is not None:
-                await self._log.open(self.serialize_entry, self.reconcile)
-                self._scope = self._log.scope_name
-                self._skip_all = self._log.completed
-                self._next_call = self._log.next_call_id
-                self._take_from_log()
+            await self._log.open(self.serialize_entry, self.reconcile)
+            self._scope = self._log.scope_name
+            self._skip_all = self._log.completed
+            self._take_from_log()
             tg.start_soon(self._timer_loop)
         except BaseException as exc:
             await self._shutdown(exc)
@@ -257,8 +252,6 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
     async def _save_what_is_known(self) -> None:
         """On the way out after an error, persist the terminal records already known, so
         the retry skips those entries (best effort, bounded in time)."""
-        if self._log is None:
-            return
         with anyio.move_on_after(5, shield=True):
             try:
                 await self._log.sync()
@@ -326,7 +319,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             await self._wait_for_progress()
 
     async def _after_accept(self) -> None:
-        if self._log is not None and self._log.needs_sync:
+        if self._log.needs_sync:
             await self._log.sync()  # a trimmed log is persisted at once
         await anyio.lowlevel.checkpoint()  # let the requests just started go out
 
@@ -362,7 +355,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         else:
             now = self._clock = time.monotonic()
             self._wake.set()
-        if self._log is not None and self._log.recovering:
+        if self._log.recovering:
             if self._log.admit(seq, entry, size, now):
                 self._take_from_log()
                 return self._log.needs_sync
@@ -379,7 +372,6 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
                 started = self._accept(element) or started
             return started
         if self._skip_all:
-            assert self._log is not None
             self._log.skip_completed([item[1] for item in items])
             self._next_seq += len(items)
             self._written += len(items)
@@ -396,7 +388,6 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
     def _skip_completed(self, seq: int, element: InputT) -> None:
         """An element of a scope completed by an earlier run: not sent, only digested (a
         bad record was dealt with by that run, and is not digested)."""
-        assert self._log is not None
         self._written += 1
         try:
             entry = self.convert(element)
@@ -410,7 +401,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         """The items of ``elements`` converted at once, numbered from ``_next_seq``; or
         ``None`` when they must be taken one at a time (the call log replays them, or one
         is a bad record)."""
-        if self._log is not None and self._log.recovering:
+        if self._log.recovering:
             return None
         try:
             entries = self.convert_all(elements)
@@ -446,7 +437,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
 
     async def _flush(self, *, final: bool) -> None:
         self._check_usable()
-        if final and self._log is not None:
+        if final:
             self._log.finish_input(self._next_seq)
             self._take_from_log()
         self._flushing += 1
@@ -460,8 +451,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             raise DeliveryError(
                 len(self._exhausted), self._counts["delivered"], self._last_error
             ) from self._last_error
-        if self._log is not None:
-            await self._log.sync()
+        await self._log.sync()
 
     def _check_usable(self) -> None:
         if self._fatal is not None:
@@ -544,7 +534,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             )
             if not items:
                 break
-            info = pinned if pinned is not None else self._new_call(items)
+            info = pinned if pinned is not None else self._log.new_call(items)
             call = _Call(info, items, size, now)
             self._calls[info.call_id] = call
             self._in_flight_entries += len(items)
@@ -553,14 +543,6 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         if started:
             self._signal()
         return started
-
-    def _new_call(self, items: list[Item[EntryT]]) -> CallInfo:
-        if self._log is not None:
-            return self._log.new_call(items)
-        call_id = self._next_call
-        self._next_call += 1
-        seqs = tuple([item[0] for item in items])
-        return CallInfo(call_id, idempotency_key(self._scope, call_id), self._scope, seqs)
 
     async def _timer_loop(self) -> None:
         while True:
@@ -590,8 +572,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         error: BaseException | None = None
         timed_out = False
         try:
-            if self._log is not None:
-                await self._log.sync()  # PENDING is durable before the request leaves
+            await self._log.sync()  # PENDING is durable before the request leaves
             entries = [item[1] for item in call.items]
             deadline = time.monotonic() + self._timeout
             with anyio.move_on_after(self._timeout) as scope:
@@ -632,7 +613,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         else:
             assert result is not None
             self._on_response(call, result, now)
-        if self._log is not None and not self._log_sync_scheduled and self._tg is not None:
+        if self._log.persistent and not self._log_sync_scheduled and self._tg is not None:
             self._log_sync_scheduled = True
             self._tg.start_soon(self._save_outcomes)
         self._pump()
@@ -642,7 +623,6 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
     async def _save_outcomes(self) -> None:
         """Persist the terminal records of calls that just settled, together (one store
         write for all that settle meanwhile), so a retried task skips their entries."""
-        assert self._log is not None
         await anyio.lowlevel.checkpoint()
         self._log_sync_scheduled = False
         try:
@@ -673,7 +653,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             self._max_batch = min(self.options.max_batch_size, self._window.size)
         retry_after = getattr(error, "retry_after", None)
         kept = self._requeue(call.items, error, retry_after, now, pinned=call.info)
-        if not kept and self._log is not None:
+        if not kept:
             self._log.record_failure(call.info, error)
 
     def _on_response(self, call: _Call[EntryT], result: SubmitResult, now: float) -> None:
@@ -708,8 +688,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
                 failure = exc
                 break
             settled[seq] = reason
-        if self._log is not None:
-            self._log.record_result(call.info, acked, settled, result.detail)
+        self._log.record_result(call.info, acked, settled, result.detail)
         if failure is not None:
             self._fail(failure, call)
             return
@@ -783,7 +762,6 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
     # ------------------------------------------------------------------ durable log
 
     def _take_from_log(self) -> None:
-        assert self._log is not None
         now = time.monotonic()
         released, resends = self._log.take_released()
         for item in released:
@@ -824,7 +802,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
 
     def statistics(self) -> WriterStatistics:
         """A frozen snapshot of what this writer did so far."""
-        log_stats = self._log.statistics() if self._log is not None else {}
+        log_stats = self._log.statistics()
         return WriterStatistics(
             **self._counts,
             written=self._written,

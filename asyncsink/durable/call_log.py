@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import logging
 import zlib
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import anyio
 import orjson
 
 from ..errors import CorruptRecordError, DurableError, ReplayMismatchError
+from ..recording import Reconciler, Released, Serializer
 from ..request import CallInfo, idempotency_key
 from ..stores.base import RecordStore, Scope
 from .completion import SUMMARY_KEY, ScopeDigest, ScopeSummary, complete_scopes
@@ -55,17 +56,13 @@ log = logging.getLogger("asyncsink.durable")
 _META_KEY = "meta"
 _CALL_PREFIX = "call:"
 
-Reconciler = Callable[[CallInfo], Awaitable[Collection[int] | None]]
-Serializer = Callable[[Any], bytes]
-Released = tuple[int, Any, int]  # (seq, entry, size)
-
 
 def _key(call_id: int) -> str:
     return f"{_CALL_PREFIX}{call_id:010d}"
 
 
 class CallLog:
-    """Durable call records of one scope, for one writer.
+    """Durable call records of one scope, for one writer (a ``CallRecorder``).
 
     Args:
         store: where records live.
@@ -75,6 +72,7 @@ class CallLog:
     def __init__(self, store: RecordStore, scope: Scope) -> None:
         self.store = store
         self.scope = scope
+        self.persistent = True
         self.scope_name = str(scope)
         self.epoch = 0
         self.completed = False

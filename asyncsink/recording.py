@@ -1,0 +1,118 @@
+"""What a writer records of its requests: the call-log contract, and the log that keeps
+nothing.
+
+The writer numbers its requests and reports each one's outcome to a ``CallRecorder``.
+The durable ``CallLog`` (``asyncsink.durable``) makes that memory outlive the attempt:
+it replays what an earlier attempt delivered and settles what it left unfinished. A
+writer without ``sinkId`` gets ``NoRecords``: calls are numbered for this writer alone
+and nothing is remembered, so every method is a no-op and the writer has one code path.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from typing import Any, Protocol
+
+from .request import CallInfo, idempotency_key
+
+__all__ = ["CallRecorder", "NoRecords", "Released", "Reconciler", "Serializer"]
+
+Released = tuple[int, Any, int]  # (seq, entry, size)
+Serializer = Callable[[Any], bytes]
+Reconciler = Callable[[CallInfo], Awaitable[Collection[int] | None]]
+
+
+class CallRecorder(Protocol):
+    """The writer's side of a call log.
+
+    ``persistent`` says whether ``sync`` writes anything. ``completed`` (the scope was
+    completed by an earlier run: nothing is sent) and ``recovering`` (replayed entries
+    are still expected) are read after ``open``.
+    """
+
+    scope_name: str
+    persistent: bool
+    completed: bool
+    recovering: bool
+    needs_sync: bool
+
+    async def open(self, serialize: Serializer, reconcile: Reconciler) -> None:
+        """Take the scope and plan the recovery of earlier attempts."""
+
+    def admit(self, seq: int, entry: Any, size: int, now: float) -> bool:
+        """Route a replayed entry: ``True`` if the log took it, ``False`` to send it."""
+
+    def take_released(self) -> tuple[list[Released], list[tuple[CallInfo, list[Released]]]]:
+        """Entries to send as new, and whole calls of earlier attempts to re-send."""
+
+    def skip_completed(self, entries: Sequence[Any], count: int | None = None) -> None:
+        """Elements of a completed scope: counted and digested, never sent."""
+
+    def new_call(self, items: Sequence[Released]) -> CallInfo:
+        """Number a new request (and record it PENDING)."""
+
+    def record_result(
+        self, call: CallInfo, acked: Collection[int], rejected: dict[int, str], detail: Any
+    ) -> None:
+        """The destination answered ``call``: ``acked`` and dead-lettered ``rejected``."""
+
+    def record_failure(self, call: CallInfo, error: BaseException | None) -> None:
+        """``call`` failed for good."""
+
+    async def sync(self) -> None:
+        """Make what was recorded so far durable."""
+
+    def finish_input(self, entries: int) -> None:
+        """The input ended after ``entries`` entries."""
+
+    def statistics(self) -> dict[str, int]:
+        """Counts for ``WriterStatistics``: skipped, reconciled, resent_calls."""
+
+
+class NoRecords:
+    """A call log that remembers nothing: keys are unique to this writer instance."""
+
+    persistent = False
+    completed = False
+    recovering = False
+    needs_sync = False
+
+    def __init__(self) -> None:
+        self.scope_name = f"writer-{uuid.uuid4()}"
+        self._next_call = 0
+
+    async def open(self, serialize: Serializer, reconcile: Reconciler) -> None:
+        return None
+
+    def admit(self, seq: int, entry: Any, size: int, now: float) -> bool:
+        return False
+
+    def take_released(self) -> tuple[list[Released], list[tuple[CallInfo, list[Released]]]]:
+        return [], []
+
+    def skip_completed(self, entries: Sequence[Any], count: int | None = None) -> None:
+        raise AssertionError("a writer without call records has no completed scope")
+
+    def new_call(self, items: Sequence[Released]) -> CallInfo:
+        call_id = self._next_call
+        self._next_call += 1
+        seqs = tuple([item[0] for item in items])
+        return CallInfo(call_id, idempotency_key(self.scope_name, call_id), self.scope_name, seqs)
+
+    def record_result(
+        self, call: CallInfo, acked: Collection[int], rejected: dict[int, str], detail: Any
+    ) -> None:
+        return None
+
+    def record_failure(self, call: CallInfo, error: BaseException | None) -> None:
+        return None
+
+    async def sync(self) -> None:
+        return None
+
+    def finish_input(self, entries: int) -> None:
+        return None
+
+    def statistics(self) -> dict[str, int]:
+        return {"skipped": 0, "reconciled": 0, "resent_calls": 0}

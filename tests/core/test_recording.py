@@ -1,0 +1,72 @@
+"""The writer reports every request to its call recorder, through one path whether or not
+the records are durable."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any
+
+import pytest
+
+from asyncsink import CallInfo, SinkOptions, SubmitResult
+from asyncsink.recording import NoRecords, Reconciler, Released, Serializer
+
+from .fakes import Destination, FakeWriter
+
+pytestmark = pytest.mark.anyio
+
+
+class Spy(NoRecords):
+    """Remembers nothing, like ``NoRecords``, but notes what the writer told it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[tuple[str, Any]] = []
+
+    async def open(self, serialize: Serializer, reconcile: Reconciler) -> None:
+        self.events.append(("open", None))
+
+    def new_call(self, items: Sequence[Released]) -> CallInfo:
+        info = super().new_call(items)
+        self.events.append(("call", info.seqs))
+        return info
+
+    def record_result(
+        self, call: CallInfo, acked: Collection[int], rejected: dict[int, str], detail: Any
+    ) -> None:
+        self.events.append(("result", tuple(sorted(acked))))
+
+    async def sync(self) -> None:
+        self.events.append(("sync", None))
+
+    def finish_input(self, entries: int) -> None:
+        self.events.append(("end", entries))
+
+
+async def test_every_request_is_numbered_and_settled_through_the_recorder() -> None:
+    def handler(entries: list[int], call: CallInfo) -> SubmitResult | None:
+        return SubmitResult(retry=[0]) if entries[0] == 0 and len(entries) == 5 else None
+
+    spy = Spy()
+    writer = FakeWriter(
+        Destination(handler),
+        options=SinkOptions(max_batch_size=5, max_in_flight_requests=1, initial_backoff_ms=1),
+        call_log=spy,
+    )
+    async with writer:
+        await writer.write_all(range(10))
+    calls = [seqs for kind, seqs in spy.events if kind == "call"]
+    results = [acked for kind, acked in spy.events if kind == "result"]
+    assert calls == [(0, 1, 2, 3, 4), (5, 6, 7, 8, 9), (0,)]
+    assert results == [(1, 2, 3, 4), (5, 6, 7, 8, 9), (0,)]
+    assert spy.events[0] == ("open", None) and ("end", 10) in spy.events
+    assert spy.events.index(("sync", None)) < spy.events.index(("result", (1, 2, 3, 4)))
+
+
+async def test_without_call_records_keys_are_unique_to_the_writer() -> None:
+    first, second = Destination(), Destination()
+    for destination in (first, second):
+        async with FakeWriter(destination, options=SinkOptions(max_batch_size=5)) as writer:
+            await writer.write_all(range(10))
+    assert len(first.keys) == 2 and not set(first.keys) & set(second.keys)
+    assert writer.statistics().skipped == 0
