@@ -49,6 +49,13 @@ class CallRecorder(Protocol):
     def skip_completed(self, entries: Sequence[Any], count: int | None = None) -> None:
         """Elements of a completed scope: counted and digested, never sent."""
 
+    def settle_reconciled(self, call: CallInfo, held: Collection[int] | None) -> frozenset[int]:
+        """A re-sent call of an earlier attempt, looked up with its entries: ``held`` are
+        the entries the destination holds (``None``: unknown). Returns those now settled."""
+
+    def recorded_results(self) -> list[Any]:
+        """Result details of the acknowledged calls of the scope, in call order."""
+
     def new_call(self, items: Sequence[Released]) -> CallInfo:
         """Number a new request (and record it PENDING)."""
 
@@ -93,6 +100,12 @@ class NoRecords:
 
     def skip_completed(self, entries: Sequence[Any], count: int | None = None) -> None:
         raise AssertionError("a writer without call records has no completed scope")
+
+    def settle_reconciled(self, call: CallInfo, held: Collection[int] | None) -> frozenset[int]:
+        raise AssertionError("a writer without call records re-sends no earlier call")
+
+    def recorded_results(self) -> list[Any]:
+        return []
 
     def new_call(self, items: Sequence[Released]) -> CallInfo:
         call_id = self._next_call

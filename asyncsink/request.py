@@ -41,15 +41,18 @@ def idempotency_key(scope: str, call_id: int, content: bytes = b"") -> str:
 class CallInfo:
     """One request: identical on every re-send of the same call.
 
-    ``scope`` is the durable scope's name (``sink/batch/partition``) or, without durable
-    records, a name unique to the writer instance. ``seqs[i]`` is the sequence number of
-    the request's ``i``-th entry, in write order within the scope.
+    ``scope`` is the durable scope's name (``sink/[run/]batch/partition``) or, without
+    durable records, a name unique to the writer instance. ``seqs[i]`` is the sequence
+    number of the request's ``i``-th entry, in write order within the scope.
+    ``pending_since`` is when the call was first recorded (``time.time()``), for a call
+    of the durable records; a reconciler uses it to know from when to look.
     """
 
     call_id: int
     idempotency_key: str
     scope: str
     seqs: tuple[int, ...]
+    pending_since: float | None = None
 
 
 _current: contextvars.ContextVar[CallInfo] = contextvars.ContextVar("asyncsink_call")

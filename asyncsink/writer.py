@@ -3,9 +3,11 @@
 A subclass says how to turn an input element into a request entry (``convert``), how big
 an entry is (``entry_size``) and how to send a batch (``submit_request_entries``).
 The writer does the rest: it buffers entries, cuts batches by count, bytes and time,
-keeps at most ``max_in_flight_requests`` requests (and an AIMD window of entries) in
-flight, re-sends failed entries with backoff and only those, and ``flush()`` is the
-barrier: it returns once every accepted entry is acknowledged, or raises.
+keeps as many requests in flight as the destination serves without queueing (learned
+from their latency, at most ``max_in_flight_requests``; see ``asyncsink.concurrency``)
+and an AIMD window of entries, re-sends failed entries with backoff and only those,
+and ``flush()`` is the barrier: it returns once every accepted entry is acknowledged,
+or raises.
 
 Lifecycle: a writer is used inside ``async with``; entering opens it (and its durable
 call log, if one was given), leaving flushes and closes it. Leaving on an exception
@@ -30,6 +32,7 @@ import anyio.lowlevel
 import orjson
 
 from .buffer import Item, RequestBuffer
+from .concurrency import ConcurrencyLimiter
 from .dead_letter import DeadLetter, dead_letter_target, element_bytes
 from .errors import (
     AsyncSinkError,
@@ -111,6 +114,9 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             increase=max(1, options.max_batch_size // 10),
             enabled=options.rate_limiting,
         )
+        self._limiter = ConcurrencyLimiter(
+            maximum=options.max_in_flight_requests, adaptive=options.adaptive_concurrency
+        )
         self._retry = RetryPolicy(options.initial_backoff_ms, options.max_backoff_ms)
         self._timeout = options.request_timeout_ms / 1000
         self._max_time_in_buffer = options.max_time_in_buffer_ms / 1000
@@ -134,6 +140,8 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         self._progress = anyio.Event()
         self._wake = anyio.Event()
         self._skip_all = False
+        self._reconciling = 0  # earlier attempts' calls being looked up by content
+        self._reads_entries = type(self).reconcile_entries is not AsyncSinkWriter.reconcile_entries
         self._counts = dict.fromkeys(
             (
                 "delivered",
@@ -211,6 +219,26 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         is then re-sent as it was, with the same idempotency key). Raising marks the call
         FAILED and its entries are sent again in new calls."""
         return None
+
+    async def reconcile_entries(
+        self, call: CallInfo, entries: list[EntryT]
+    ) -> Collection[int] | None:
+        """For a call left PENDING by an earlier attempt, once this attempt was given its
+        ``entries`` again (in ``call.seqs`` order): the sequence numbers the destination
+        holds, or ``None`` if it cannot tell (the call is re-sent as it was). For
+        destinations that can only be searched by content (a Kinesis stream); the
+        entries not held are sent in a new call. ``call.pending_since`` says when the
+        lost attempt recorded the call; ``recorded_results()`` gives the result details
+        of the scope's acknowledged calls. An exception counts as ``None``.
+
+        The default does not look: ``None``.
+        """
+        return None
+
+    def recorded_results(self) -> list[Any]:
+        """The result details (``SubmitResult.detail``) of the acknowledged calls of this
+        writer's durable scope, of earlier attempts and this one, in call order."""
+        return self._log.recorded_results()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -443,7 +471,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         self._flushing += 1
         try:
             self._pump()
-            while self._buffer or self._calls:
+            while self._buffer or self._calls or self._reconciling:
                 await self._wait_for_progress()
         finally:
             self._flushing -= 1
@@ -503,7 +531,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
 
     def _capacity(self) -> int:
         """How many entries the next request may carry now (0: no request may start)."""
-        if len(self._calls) >= self.options.max_in_flight_requests:
+        if len(self._calls) >= self._limiter.limit:
             return 0
         room = self._window.size - self._in_flight_entries
         return min(self.options.max_batch_size, room) if room > 0 else 0
@@ -612,6 +640,8 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             self._on_request_failed(call, error, timed_out, now)
         else:
             assert result is not None
+            full = 2 * len(call.items) >= self._max_batch or 2 * call.size >= self._max_bytes
+            self._limiter.on_response(call.started, now, len(self._calls) + 1, full=full)
             self._on_response(call, result, now)
         if self._log.persistent and not self._log_sync_scheduled and self._tg is not None:
             self._log_sync_scheduled = True
@@ -641,6 +671,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
                 f"requestTimeoutMs ({self.options.request_timeout_ms})"
             )
             kind = ErrorKind.FATAL if self.options.fail_on_timeout else ErrorKind.RETRYABLE
+            self._limiter.on_congestion(call.started, now)
         else:
             assert error is not None
             kind = self.classify_error(error)
@@ -650,6 +681,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         if kind is ErrorKind.THROTTLED:
             self._counts["throttled"] += 1
             self._window.on_congestion(call.started, now)
+            self._limiter.on_congestion(call.started, now)
             self._max_batch = min(self.options.max_batch_size, self._window.size)
         retry_after = getattr(error, "retry_after", None)
         kept = self._requeue(call.items, error, retry_after, now, pinned=call.info)
@@ -696,6 +728,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             if result.throttled:
                 self._counts["throttled"] += 1
                 self._window.on_congestion(call.started, now)
+                self._limiter.on_congestion(call.started, now)
                 self._max_batch = min(self.options.max_batch_size, self._window.size)
             failed = [items[index] for index in sorted(retry)]
             cause = AsyncSinkError(
@@ -769,8 +802,43 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
                 self._wake_timer()
             self._buffer.append(item, now)
         for info, parts in resends:
-            self._buffer.requeue(list(parts), now, info)
+            if self._reads_entries and self._tg is not None:
+                self._reconciling += 1
+                self._tg.start_soon(self._reconcile_then_send, info, parts)
+            else:
+                self._buffer.requeue(list(parts), now, info)
             self._wake_timer()
+
+    async def _reconcile_then_send(self, info: CallInfo, parts: list[Item[EntryT]]) -> None:
+        """Look an earlier attempt's call up by its entries; send only what is missing."""
+        try:
+            try:
+                held = await self.reconcile_entries(info, [part[1] for part in parts])
+            except Exception as exc:
+                log.warning(
+                    "%s: looking up call %d failed (%s: %s); re-sending it as it was",
+                    self._scope,
+                    info.call_id,
+                    type(exc).__name__,
+                    exc,
+                )
+                held = None
+            settled = self._log.settle_reconciled(info, held)
+            now = time.monotonic()
+            if held is None:
+                self._buffer.requeue(list(parts), now, info)
+            else:
+                rest = [part for part in parts if part[0] not in settled]
+                for part in rest:
+                    self._buffer.append(part, now)
+            await self._log.sync()
+        except Exception as exc:
+            self._fail(exc)
+        finally:
+            self._reconciling -= 1
+            self._pump()
+            self._wake_timer()
+            self._signal()
 
     # ------------------------------------------------------------------ state
 
@@ -811,6 +879,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             buffered=len(self._buffer),
             in_flight=self._in_flight_entries,
             window=self._window.size,
+            in_flight_limit=self._limiter.limit,
             latency=LatencyHistogram.of(list(self._latency)),
         )
 

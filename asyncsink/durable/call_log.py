@@ -27,6 +27,7 @@ so they stay delivered.
 from __future__ import annotations
 
 import logging
+import time
 import zlib
 from collections.abc import Collection, Sequence
 from typing import Any
@@ -208,7 +209,7 @@ class CallLog:
         the same call number never carries other content under the same key."""
         content = record.fixed_fields()[1].encode()
         key = idempotency_key(self.scope_name, record.call_id, content)
-        return CallInfo(record.call_id, key, self.scope_name, record.seqs)
+        return CallInfo(record.call_id, key, self.scope_name, record.seqs, record.started_at)
 
     # ------------------------------------------------------------------ digest
 
@@ -290,6 +291,32 @@ class CallLog:
 
     needs_sync = False
 
+    def settle_reconciled(self, call: CallInfo, held: Collection[int] | None) -> frozenset[int]:
+        """A re-sent call of an earlier attempt was looked up at the destination with its
+        entries: ``held`` are the sequence numbers it holds (``None``: it cannot tell, and
+        the call is re-sent as it was). Returns the entries now known as delivered."""
+        if held is None:
+            return frozenset()
+        record = self._records[call.call_id]
+        acked = frozenset(held).intersection(record.seqs)
+        record.status = SUCCEEDED
+        record.acked = acked
+        self._put(record)
+        self.digest.add(c for q, c in zip(record.seqs, record.crcs, strict=True) if q in acked)
+        self.skipped += len(acked)
+        self.reconciled += 1
+        self.resent_calls -= 1  # counted when its entries were collected for a re-send
+        return acked
+
+    def recorded_results(self) -> list[Any]:
+        """The result details the destination gave for the acknowledged calls of this scope
+        (of earlier attempts and this one), in call order; for a reconciler."""
+        return [
+            record.result
+            for _, record in sorted(self._records.items())
+            if record.status == SUCCEEDED and record.result is not None
+        ]
+
     def take_released(self) -> tuple[list[Released], list[tuple[CallInfo, list[Released]]]]:
         """Entries to send as new, and whole calls to re-send as they were."""
         released, resends = self._released, self._resends
@@ -349,7 +376,7 @@ class CallLog:
             crcs = tuple(map(zlib.crc32, entries))  # entries that are bytes already
         except TypeError:
             crcs = tuple(self._crc(entry) for entry in entries)
-        record = CallRecord(call_id, PENDING, seqs, crcs)
+        record = CallRecord(call_id, PENDING, seqs, crcs, started_at=time.time())
         self._records[call_id] = record
         self._put(record)
         self._queue[_META_KEY] = orjson.dumps({"next_call": self.next_call_id})

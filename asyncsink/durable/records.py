@@ -7,7 +7,8 @@ A record is a JSON object (format version 2)::
      "crc": "<base64 of one CRC-32 per entry, big-endian>",   # the content digest
      "acked": [[0, 480], [482, 489]],       # what the destination acknowledged (true: all)
      "rejected": {"481": "mapping error"},  # dead-lettered bad records
-     "result": ..., "error": "..."}
+     "result": ..., "error": "...",
+     "t": 1763870000.123}                   # when the PENDING record was made (wall clock)
 
 ``status`` is ``PENDING`` (written before the request leaves), ``SUCCEEDED`` (the
 destination answered; ``acked`` says for which entries) or ``FAILED`` (out of retries,
@@ -81,6 +82,7 @@ class CallRecord:
     rejected: Mapping[int, str] = field(default_factory=dict)
     result: Any = None
     error: str | None = None
+    started_at: float | None = None  # time.time() when the call was first recorded
     _fixed: tuple[list[list[int]], str] | None = None  # seqs and crc, encoded once
 
     def fixed_fields(self) -> tuple[list[list[int]], str]:
@@ -108,6 +110,8 @@ def encode_record(record: CallRecord) -> bytes:
         body["result"] = record.result
     if record.error is not None:
         body["error"] = record.error
+    if record.started_at is not None:
+        body["t"] = round(record.started_at, 3)
     return orjson.dumps(body)
 
 
@@ -162,6 +166,7 @@ def decode_record(data: bytes) -> CallRecord:
             rejected=rejected,
             result=body.get("result"),
             error=body.get("error"),
+            started_at=float(body["t"]) if "t" in body else None,
         )
     except KeyError as exc:
         raise ValueError(f"missing field {exc.args[0]!r}") from None

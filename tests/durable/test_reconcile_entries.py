@@ -1,0 +1,108 @@
+"""Calls an earlier attempt left PENDING, looked up at the destination by their entries
+once the retry was given them again (destinations searchable only by content)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection
+from typing import Any
+
+import pytest
+
+from asyncsink import CallInfo, CallLog, SubmitResult
+from asyncsink.stores.memory import MemoryStore
+
+from .harness import SCOPE, Crash, Destination, EntryWriter, options, run_attempt
+
+pytestmark = pytest.mark.anyio
+
+ENTRIES = [f"e{i}" for i in range(100)]
+
+
+class ContentWriter(EntryWriter):
+    """Looks a call up by content: which of its entries the destination applied."""
+
+    def __init__(self, destination: Destination, *, mode: str = "look", **kw: Any) -> None:
+        super().__init__(destination, **kw)
+        self.mode = mode
+        self.looked_up: list[CallInfo] = []
+        self.results_seen: list[Any] = []
+
+    async def submit_request_entries(self, entries: list[Any]) -> SubmitResult:
+        await self.destination.receive(entries)
+        return SubmitResult(detail={"last": entries[-1]})
+
+    async def reconcile_entries(self, call: CallInfo, entries: list[Any]) -> Collection[int] | None:
+        self.looked_up.append(call)
+        self.results_seen = self.recorded_results()
+        if self.mode == "raise":
+            raise RuntimeError("the destination cannot be read")
+        if self.mode == "unknown":
+            return None
+        held = set(self.destination.applied)
+        return [seq for seq, entry in zip(call.seqs, entries, strict=True) if entry in held]
+
+
+async def attempt(store: MemoryStore, destination: Destination, **kw: Any) -> ContentWriter:
+    writer = ContentWriter(
+        destination, options=options(max_in_flight_requests=1), call_log=CallLog(store, SCOPE), **kw
+    )
+    async with writer:
+        await writer.write_all(ENTRIES)
+    return writer
+
+
+@pytest.mark.parametrize("point", ["after_apply", "before_apply"])
+async def test_a_lost_call_is_found_by_content_and_never_stored_twice(point: str) -> None:
+    store = MemoryStore()
+    destination = Destination()  # honours no idempotency key
+    before = time.time()
+    if point == "after_apply":
+        destination.crash_after_apply_on = 4
+    else:
+        destination.crash_before_apply_on = 4
+    with pytest.raises((Crash, BaseExceptionGroup)):
+        await attempt(store, destination)
+    destination.crash_after_apply_on = destination.crash_before_apply_on = None
+    writer = await attempt(store, destination)
+    assert sorted(destination.applied) == sorted(ENTRIES)
+    assert destination.duplicates() == 0
+    (looked,) = writer.looked_up
+    assert looked.call_id == 3 and looked.pending_since is not None
+    assert before <= looked.pending_since <= time.time()
+    assert writer.results_seen[:3] == [{"last": "e9"}, {"last": "e19"}, {"last": "e29"}]
+    stats = writer.statistics()
+    assert stats.reconciled == 1 and stats.resent_calls == 0
+    assert stats.skipped == (40 if point == "after_apply" else 30)
+
+
+@pytest.mark.parametrize("mode", ["unknown", "raise"])
+async def test_a_call_that_cannot_be_looked_up_is_re_sent_as_it_was(mode: str) -> None:
+    store = MemoryStore()
+    destination = Destination(idempotent=True)
+    destination.crash_after_apply_on = 4
+    with pytest.raises((Crash, BaseExceptionGroup)):
+        await attempt(store, destination)
+    destination.crash_after_apply_on = None
+    writer = await attempt(store, destination, mode=mode)
+    assert sorted(set(destination.applied)) == sorted(ENTRIES)
+    assert destination.duplicates() == 0  # the same key: absorbed by the destination
+    assert writer.statistics().resent_calls == 1
+
+
+async def test_only_the_entries_not_held_are_sent_again() -> None:
+    store = MemoryStore()
+    destination = Destination()
+    destination.crash_after_apply_on = 2
+    with pytest.raises((Crash, BaseExceptionGroup)):
+        await attempt(store, destination)
+    destination.crash_after_apply_on = None
+    del destination.applied[-4:]  # the destination kept only part of the lost request
+    writer = await attempt(store, destination)
+    assert sorted(destination.applied) == sorted(ENTRIES)
+    assert destination.duplicates() == 0
+    assert writer.statistics().skipped == 16
+    # and the completed scope replays without sending
+    await writer._log.complete()  # type: ignore[attr-defined]
+    again = await run_attempt(store, Destination(), ENTRIES, max_in_flight_requests=1)
+    assert again.statistics().skipped == len(ENTRIES)
