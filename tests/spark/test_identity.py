@@ -161,16 +161,19 @@ def test_a_streaming_data_source_on_a_new_checkpoint_is_a_new_run(
     assert len(ids) == 800 and len(set(ids)) == 400
 
 
+@pytest.mark.parametrize("batch_id", ["4", None], ids=["named-run", "fresh-run"])
 def test_an_upstream_failure_under_a_data_source_write_loses_nothing(
-    spark: Any, server: FaultServer, tmp_path: Any
+    spark: Any, server: FaultServer, tmp_path: Any, batch_id: str | None
 ) -> None:
-    (
+    """Task retries of one save() share its run, named or fresh: the retry skips what the
+    failed attempt delivered and sends the rest."""
+    writer = (
         flaky_rows(spark, 6000, 2500, timestamps=False)
         .write.format("asyncsink-http")
         .options(**http_options(server, f"sqlite:///{tmp_path}/r.db"))
         .option("sinkId", "ds-upstream")
-        .option("batchId", "4")
-        .mode("append")
-        .save()
     )
+    if batch_id is not None:
+        writer = writer.option("batchId", batch_id)
+    writer.mode("append").save()
     assert_exactly_once(server, 6000)
