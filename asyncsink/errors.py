@@ -25,6 +25,10 @@ as fatal unless the writer's ``classify_error`` says otherwise.
 
 from __future__ import annotations
 
+import difflib
+
+from .masking import mask_url
+
 __all__ = [
     "AsyncSinkError",
     "BadRecordError",
@@ -50,21 +54,31 @@ class AsyncSinkError(Exception):
 class OptionError(AsyncSinkError, ValueError):
     """An option is unknown, or its value is not allowed.
 
-    The message names the option, the value given and what is allowed.
+    The message names the option, the value given and what is allowed. A value that
+    looks like a URL (it holds ``://`` or ``@``) is shown through ``mask_url``, whatever
+    option it was given to.
     """
 
     def __init__(self, name: str, value: object, allowed: str, *, message: str = "") -> None:
         self.option = name
         self.allowed = allowed
+        if isinstance(value, str) and ("://" in value or "@" in value):
+            value = mask_url(value)
         super().__init__(message or f"option {name!r}: got {value!r}, expected {allowed}")
 
     @classmethod
-    def unknown(cls, name: str, known: list[str]) -> OptionError:
-        """An option nobody claimed. Its value is not shown: it may be a mistyped secret."""
+    def unknown(cls, name: str, known: list[str], *, where: str = "") -> OptionError:
+        """An option nobody claimed, with the closest known name if one is close (matched
+        case-insensitively, since Spark's data sources hand over option names
+        lowercased), and every known option (of ``where``, when given). Its value is not
+        shown: it may be a mistyped secret."""
         allowed = ", ".join(known)
-        return cls(
-            name, None, allowed, message=f"unknown option {name!r}; known options: {allowed}"
-        )
+        by_lower = {option.lower(): option for option in known}
+        close = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=0.6)
+        hint = f" (did you mean {by_lower[close[0]]!r}?)" if close else ""
+        of = f" of {where}" if where else ""
+        message = f"unknown option {name!r}{hint}; known options{of}: {allowed}"
+        return cls(name, None, allowed, message=message)
 
 
 class WriterStateError(AsyncSinkError, RuntimeError):

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from .errors import OptionError
+from .masking import mask_url
 
 __all__ = [
     "OptionSpec",
@@ -28,13 +29,22 @@ __all__ = [
     "option_specs",
     "parse_options",
     "raise_unknown",
+    "rule_of",
     "spark_name",
 ]
 
 _MISSING: Any = dataclasses.MISSING
 _SIZE_UNITS = {"": 1, "b": 1, "kb": 1024, "k": 1024, "mb": 1024**2, "m": 1024**2, "gb": 1024**3}
 _TIME_UNITS = {"ms": 1, "": 1, "s": 1000, "sec": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}
-_NUMBER_WITH_UNIT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$")
+_NUMBER_WITH_UNIT = re.compile(r"^\s*([+-]?\d+(?:\.\d+)?)\s*([a-z]*)\s*$")
+_KIND_RULES = {
+    "int": ("an integer", "", ""),
+    "size": ("a size", " bytes", ", like 500, 64kb or 5mb"),
+    "duration": ("a duration", " ms", ", like 500ms or 5s"),
+    "float": ("a number", "", ""),
+    "bool": ("true or false", "", ""),
+    "str": ("a string", "", ""),
+}
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 
@@ -91,10 +101,20 @@ class Options:
     def __repr__(self) -> str:
         parts = []
         for spec in option_specs(type(self)):
-            value = getattr(self, spec.name)
-            shown = "'***'" if spec.secret and value else repr(value)
-            parts.append(f"{spec.name}={shown}")
+            parts.append(f"{spec.name}={self._shown(spec)}")
         return f"{type(self).__name__}({', '.join(parts)})"
+
+    def _shown(self, spec: OptionSpec) -> str:
+        """How ``repr`` shows an option's value: a secret as ``'***'``, a URL (a string
+        holding ``://``, or several of them) through ``mask_url``."""
+        value = getattr(self, spec.name)
+        if spec.secret and value:
+            return "'***'"
+        if isinstance(value, str) and "://" in value:
+            return repr(mask_url(value))
+        if isinstance(value, tuple | list) and any("://" in str(item) for item in value):
+            return repr(type(value)(mask_url(item) for item in value))
+        return repr(value)
 
     @classmethod
     def from_options(cls: type[OptionsT], raw: Mapping[str, Any]) -> OptionsT:
@@ -161,9 +181,28 @@ def parse_options(cls: type[OptionsT], raw: Mapping[str, Any]) -> tuple[OptionsT
     return cls(**values), unknown
 
 
-def raise_unknown(unknown: Mapping[str, Any], groups: Iterable[type]) -> typing.NoReturn:
+def raise_unknown(
+    unknown: Mapping[str, Any], groups: Iterable[type], *, where: str = ""
+) -> typing.NoReturn:
+    """Raise the ``OptionError`` for the first of ``unknown`` (by name), suggesting the
+    closest option of ``groups`` and listing them all (as options of ``where``, when
+    given). Never shows a value: an unknown option may be a mistyped secret.
+
+    Raises:
+        OptionError: always.
+    """
     known = sorted({spec.spark_name for group in groups for spec in option_specs(group)})
-    raise OptionError.unknown(sorted(unknown)[0], known)
+    raise OptionError.unknown(sorted(unknown)[0], known, where=where)
+
+
+def rule_of(spec: OptionSpec) -> str:
+    """What an option allows, in the words of its messages: ``an integer >= 1``, ``a size
+    >= 1 bytes, like 500, 64kb or 5mb``, ``one of json, ndjson``..."""
+    if spec.kind == "choice":
+        return "one of " + ", ".join(spec.choices)
+    noun, unit, example = _KIND_RULES.get(spec.kind, ("a value", "", ""))
+    bound = f" >= {spec.minimum:g}{unit}" if spec.minimum is not None else ""
+    return noun + bound + example
 
 
 def _literal_choices(hint: Any) -> tuple[str, ...]:
@@ -192,27 +231,27 @@ def _kind_of(hint: Any, choices: tuple[str, ...]) -> str:
 def _from_string(spec: OptionSpec, text: str) -> Any:
     value = text.strip()
     kind = spec.kind
+    shown = "<hidden>" if spec.secret else text
     if kind == "bool":
         if value.lower() in _TRUE:
             return True
         if value.lower() in _FALSE:
             return False
-        raise OptionError(spec.spark_name, text, "true or false")
+        raise OptionError(spec.spark_name, shown, rule_of(spec))
     if kind in ("int", "size", "duration"):
         units = {"int": {"": 1}, "size": _SIZE_UNITS, "duration": _TIME_UNITS}[kind]
         match = _NUMBER_WITH_UNIT.match(value.lower())
         if not match or match.group(2) not in units:
-            hint = {"int": "an integer", "size": "a size like 500, 64kb or 5mb"}
-            raise OptionError(spec.spark_name, text, hint.get(kind, "a duration like 500ms or 5s"))
+            raise OptionError(spec.spark_name, shown, rule_of(spec))
         number = float(match.group(1)) * units[match.group(2)]
-        if kind == "int" and not number.is_integer():
-            raise OptionError(spec.spark_name, text, "an integer")
+        if not number.is_integer():
+            raise OptionError(spec.spark_name, shown, rule_of(spec))
         return int(number)
     if kind == "float":
         try:
             return float(value)
         except ValueError:
-            raise OptionError(spec.spark_name, text, "a number") from None
+            raise OptionError(spec.spark_name, shown, rule_of(spec)) from None
     if kind == "choice" and value.lower() in spec.choices:
         return value.lower()
     return text
@@ -222,20 +261,22 @@ def _validate(spec: OptionSpec, value: Any) -> None:
     if value is None and spec.default is None:
         return  # an optional option left unset
     shown = "<hidden>" if spec.secret else value
-    if spec.kind in ("int", "size", "duration"):
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise OptionError(spec.spark_name, shown, "an integer")
-    elif spec.kind == "float":
-        if not isinstance(value, int | float) or isinstance(value, bool):
-            raise OptionError(spec.spark_name, shown, "a number")
-    elif spec.kind == "bool":
-        if not isinstance(value, bool):
-            raise OptionError(spec.spark_name, shown, "true or false")
-    elif spec.kind == "choice":
-        if value not in spec.choices:
-            raise OptionError(spec.spark_name, shown, "one of " + ", ".join(spec.choices))
-    if spec.minimum is not None and value is not None and value < spec.minimum:
-        raise OptionError(spec.spark_name, shown, f"a value >= {spec.minimum:g}")
+    types_of_kind = {
+        "int": int,
+        "size": int,
+        "duration": int,
+        "float": int | float,
+        "bool": bool,
+        "str": str,
+    }
+    expected = types_of_kind.get(spec.kind)
+    wrong_type = expected is not None and (
+        not isinstance(value, expected) or (spec.kind != "bool" and isinstance(value, bool))
+    )
+    if wrong_type or (spec.kind == "choice" and value not in spec.choices):
+        raise OptionError(spec.spark_name, shown, rule_of(spec))
+    if spec.minimum is not None and value is not None and not value >= spec.minimum:
+        raise OptionError(spec.spark_name, shown, rule_of(spec))
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)

@@ -14,11 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sinks import SHIMS, shim_factory
+from sinks import SHIMS, shim_factory, shim_options
 
 from ..durable.call_log import CallLog
 from ..errors import OptionError
-from ..options import Options, SinkOptions, option, parse_options, raise_unknown
+from ..options import Options, SinkOptions, option, option_specs, parse_options, raise_unknown
 from ..stores import check_store_url, default_store_url
 from ..writer import AsyncSinkWriter
 
@@ -36,7 +36,7 @@ class DurableOptions(Options):
                 check_store_url(self.record_store)
             except ValueError as exc:
                 message = f"option 'recordStore': {exc}"
-                raise OptionError("recordStore", "", "", message=message) from None
+                raise OptionError("recordStore", "", str(exc), message=message) from None
 
     @property
     def store_url(self) -> str:
@@ -95,6 +95,7 @@ class SinkSpec:
         durable, rest = parse_options(DurableOptions, self.options)
         object.__setattr__(self, "durable", durable)
         object.__setattr__(self, "writer_options", rest)
+        self._check_names()
         self.build()  # validates every option now, on the driver
 
     durable: DurableOptions = field(init=False, repr=False, compare=False)
@@ -116,6 +117,26 @@ class SinkSpec:
         writer: AsyncSinkWriter[Any, Any] = target(self.writer_options, call_log=call_log)
         return writer
 
+    def _check_names(self) -> None:
+        """Refuse an option no group of this sink knows, naming all those it knows (the
+        writer's, the sink's own and the Spark integration's) and the closest one.
+
+        Raises:
+            OptionError: an unknown option (its value is never shown).
+        """
+        groups = _option_groups(self.sink)
+        if groups is None:
+            return  # a factory of the user's: it checks its own options
+        known = {
+            name.lower()
+            for group in groups
+            for spec in option_specs(group)
+            for name in (spec.name, spec.spark_name)
+        }
+        unknown = {key: value for key, value in self.options.items() if key.lower() not in known}
+        if unknown:
+            raise_unknown(unknown, groups, where=f"sink {self.sink!r}")
+
     @property
     def reads_mappings(self) -> bool:
         """Whether the writer takes a dict of a row's fields as it takes the ``Row``: a
@@ -125,6 +146,16 @@ class SinkSpec:
 
     def __repr__(self) -> str:
         return f"SinkSpec({self.sink!r}, sink_id={self.durable.sink_id!r})"
+
+
+def _option_groups(sink: str) -> list[type] | None:
+    """The option groups a sink reads, or ``None`` for a factory that reads its own."""
+    if sink.lower() in SHIMS:
+        return [SinkOptions, shim_options(sink), DurableOptions]
+    target = _resolve(sink)
+    if isinstance(target, type) and issubclass(target, AsyncSinkWriter):
+        return [SinkOptions, DurableOptions]
+    return None
 
 
 def _resolve(sink: str) -> Any:

@@ -24,8 +24,8 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from typing import TypeVar, cast
-from urllib.parse import urlsplit, urlunsplit
 
+from asyncsink.masking import mask_url
 from asyncsink.stores.base import RecordStore, Scope, ScopeInfo, ScopeState
 from asyncsink.stores.default import default_store_url
 
@@ -152,23 +152,8 @@ def _read(url: str, scheme: str, reader: Callable[[str], _T]) -> _T:
 
 
 def _shown(url: str) -> str:
-    """``url`` fit for an error message: a password and the query's values masked."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return f"{url.partition('://')[0]}://..."
-    netloc = parts.netloc
-    if parts.password is not None:
-        netloc = netloc.replace(f":{parts.password}@", ":****@", 1)
-    query = "&".join(
-        f"{name.partition('=')[0]}=****" if "=" in name else name
-        for name in parts.query.split("&")
-        if name
-    )
-    if "://" not in url:
-        return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
-    # urlunsplit would drop the '//' of an empty host: sqlite:///x.db is no sqlite:/x.db
-    return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")
+    """``url`` fit for an error message: credentials and the query's values masked."""
+    return mask_url(url)
 
 
 def _schemes() -> str:

@@ -33,7 +33,9 @@ from .transport import AiohttpTransport
 __all__ = [
     "ClientOptions",
     "HttpClientWriter",
+    "check_http_url",
     "gzip_compress",
+    "is_header_text",
     "open_client",
     "tls_context",
 ]
@@ -236,17 +238,28 @@ class ClientOptions(Options):
         if username is not None and any(ch in username for ch in username_refuses):
             raise OptionError("basicUsername", username, "a user name without ':'")
 
-    def _check_secret_values(self) -> None:
-        """Every secret option given is non-empty and has no line breaks.
+    def _check_secret_values(self, sent_as_is: Iterable[str] = ()) -> None:
+        """Every secret option given is a non-empty string without line breaks, and those
+        named in ``sent_as_is`` (field names: sent in a header as they are, not encoded)
+        are printable ASCII, as header values must be.
 
         Raises:
-            OptionError: naming the option, never showing the value.
+            OptionError: naming the option and the rule, never showing the value.
         """
+        as_is = set(sent_as_is)
         for spec in option_specs(type(self)):
             value = getattr(self, spec.name)
-            if spec.secret and value is not None and (not value or _has_control(value)):
+            if not spec.secret or value is None:
+                continue
+            if not isinstance(value, str) or not value or _has_control(value):
                 raise OptionError(
-                    spec.spark_name, "<hidden>", "a non-empty value without line breaks"
+                    spec.spark_name, "<hidden>", "a non-empty string without line breaks"
+                )
+            if spec.name in as_is and not is_header_text(value):
+                raise OptionError(
+                    spec.spark_name,
+                    "<hidden>",
+                    "printable ASCII characters (it is sent as a header value)",
                 )
 
     def _check_tls(self) -> None:
@@ -353,3 +366,37 @@ def _aiohttp_transport(client: httpx.AsyncClient, url: str) -> AiohttpTransport 
 
 def _has_control(text: str) -> bool:
     return any(ch in text for ch in _CONTROL_CHARS)
+
+
+def is_header_text(text: str) -> bool:
+    """Whether ``text`` can be sent as a header value: printable ASCII (and tabs)."""
+    return all(" " <= ch <= "~" or ch == "\t" for ch in text)
+
+
+def check_http_url(name: str, url: object) -> httpx.URL:
+    """``url`` parsed, if it is an http:// or https:// URL with a host, a port from 1 to
+    65535 (when given), and no ``@`` after its credentials: an ``@`` elsewhere is
+    percent-encoded (``%40``), so that credentials holding a ``/``, ``?`` or ``#`` are
+    never read as a host and a path.
+
+    Raises:
+        OptionError: naming option ``name`` and the rule; the URL is shown masked.
+    """
+    shown = url if isinstance(url, str) else f"<{type(url).__name__}>"
+    try:
+        parsed = httpx.URL(url) if isinstance(url, str) else None
+    except httpx.InvalidURL:
+        parsed = None
+    if parsed is None or parsed.scheme not in ("http", "https") or not parsed.host:
+        raise OptionError(name, shown, "an http:// or https:// URL with a host")
+    if parsed.port is not None and not 1 <= parsed.port <= 65535:
+        raise OptionError(name, shown, "a URL whose port is from 1 to 65535")
+    after_credentials = parsed.raw_path + parsed.fragment.encode()
+    if b"@" in after_credentials or "@" in parsed.host:
+        raise OptionError(
+            name,
+            shown,
+            "a URL whose user name and password, if any, are percent-encoded (an '@' "
+            "outside them is written %40)",
+        )
+    return parsed

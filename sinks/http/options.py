@@ -20,10 +20,10 @@ import httpx
 import orjson
 
 from asyncsink.errors import OptionError
-from asyncsink.options import Options, option, option_specs
+from asyncsink.options import Options, OptionSpec, option
 from asyncsink.request import SubmitResult
 
-from .client import ClientOptions
+from .client import ClientOptions, check_http_url, is_header_text
 
 __all__ = ["BodyEncoder", "EntryEncoder", "HttpOptions", "ResponseParser"]
 
@@ -40,7 +40,6 @@ the entries to retry or reject, or ``None`` to fall back to the built-in parsing
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 _SENSITIVE_HEADER = re.compile(r"auth|cookie|key|token|secret|passw|signature|credential", re.I)
 _FORMATS = ("json", "ndjson")
-_USERINFO = re.compile(r"//[^/@]*@")
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
@@ -163,7 +162,7 @@ class HttpOptions(ClientOptions):
     def __post_init__(self) -> None:
         self._normalise()
         Options.__post_init__(self)
-        self._check_url(self.url, "url")
+        check_http_url("url", self.url)
         self._check_auth()
         self._check_formats()
         if self.gzip_level > 9:
@@ -176,7 +175,7 @@ class HttpOptions(ClientOptions):
                 raise OptionError(
                     "reconcileUrl", self.reconcile_url, "a URL template containing {key}"
                 )
-            self._check_url(self.reconcile_url.replace("{key}", "key"), "reconcileUrl")
+            check_http_url("reconcileUrl", self.reconcile_url.replace("{key}", "key"))
         if self.parse_response is not None and not callable(self.parse_response):
             raise OptionError(
                 "parseResponse", self.parse_response, "a callable (response, entries)"
@@ -211,21 +210,11 @@ class HttpOptions(ClientOptions):
                 url = str(parsed.copy_with(username=None, password=None))
             self._set("url", url)
 
-    @staticmethod
-    def _check_url(url: str, name: str) -> None:
-        shown = _USERINFO.sub("//***@", url.split("?", 1)[0]) if isinstance(url, str) else url
-        try:
-            parsed = httpx.URL(url)
-        except (httpx.InvalidURL, TypeError):
-            parsed = None
-        if parsed is None or parsed.scheme not in ("http", "https") or not parsed.host:
-            raise OptionError(name, shown, "an http:// or https:// URL with a host")
-
     def _check_auth(self) -> None:
         self._check_credentials(("bearer_token", "basic_username", "api_key"))
         if self.api_key is not None and not _TOKEN.match(self.api_key_header):
             raise OptionError("apiKeyHeader", self.api_key_header, "a header name")
-        self._check_secret_values()
+        self._check_secret_values(sent_as_is=("bearer_token", "api_key"))
 
     def _check_formats(self) -> None:
         fmt = self.body_format
@@ -234,9 +223,9 @@ class HttpOptions(ClientOptions):
         if self.entry_encoder is not None and not callable(self.entry_encoder):
             raise OptionError("entryEncoder", self.entry_encoder, "a callable (element) -> bytes")
         if self.content_type is not None and (
-            not self.content_type.strip() or _has_control(self.content_type)
+            not self.content_type.strip() or not is_header_text(self.content_type)
         ):
-            raise OptionError("contentType", self.content_type, "a media type")
+            raise OptionError("contentType", self.content_type, "a media type in ASCII")
 
     @property
     def header_map(self) -> Mapping[str, str]:
@@ -275,22 +264,10 @@ class HttpOptions(ClientOptions):
         values.extend(v for k, v in headers.items() if _SENSITIVE_HEADER.search(k))
         return [v for v in values if v]
 
-    def __repr__(self) -> str:
-        parts = []
-        for spec in option_specs(type(self)):
-            value = getattr(self, spec.name)
-            if spec.secret and value:
-                shown = "'***'"
-            elif spec.name == "headers" and value:
-                shown = repr(dict.fromkeys(value, "***"))
-            else:
-                shown = repr(value)
-            parts.append(f"{spec.name}={shown}")
-        return f"{type(self).__name__}({', '.join(parts)})"
-
-
-def _has_control(text: str) -> bool:
-    return any(ch in text for ch in "\r\n\0")
+    def _shown(self, spec: OptionSpec) -> str:
+        if spec.name == "headers" and self.headers:
+            return repr(dict.fromkeys(self.headers, "***"))
+        return super()._shown(spec)
 
 
 def _parse_headers(raw: Mapping[str, str] | str | None) -> dict[str, str]:
@@ -321,16 +298,16 @@ def _parse_headers(raw: Mapping[str, str] | str | None) -> dict[str, str]:
     elif isinstance(raw, Mapping):
         pairs = list(raw.items())
     else:
-        raise OptionError("headers", type(raw).__name__, allowed)
+        raise OptionError("headers", f"<{type(raw).__name__}>", allowed)
     headers: dict[str, str] = {}
     for name, value in pairs:
         if not isinstance(name, str) or not _TOKEN.match(name):
             raise OptionError("headers", repr(name), "header names made of token characters")
-        if not isinstance(value, str) or _has_control(value):
+        if not isinstance(value, str) or not is_header_text(value):
             raise OptionError(
                 "headers",
                 f"<value of {name}>",
-                "string header values without line breaks",
+                "string header values of printable ASCII characters (no line breaks)",
             )
         headers[name] = value
     return headers

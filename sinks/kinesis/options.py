@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from asyncsink.errors import OptionError
 from asyncsink.options import Options, SinkOptions, option, spark_name
@@ -54,6 +55,9 @@ KINESIS_SINK_DEFAULTS: Mapping[str, int] = {
 
 PartitionKeyMode = Literal["auto", "field", "fixed", "random", "hash"]
 
+_CREDENTIAL = re.compile(r"^[!-~]+$")
+_REGION = re.compile(r"^(?![0-9]+$)(?!-)[a-zA-Z0-9-]{1,63}(?<!-)$")  # botocore's rule
+_ENDPOINT_RULE = "a URL like https://host[:port], with a port from 1 to 65535"
 _STREAM_NAME = re.compile(r"^[a-zA-Z0-9_.-]{1,128}$")
 _STREAM_ARN = re.compile(
     r"^arn:aws[a-z-]*:kinesis:(?P<region>[a-z0-9-]+):\d{12}:stream/(?P<name>[a-zA-Z0-9_.-]{1,128})$"
@@ -153,8 +157,10 @@ class KinesisOptions(Options):
         self._check_stream()
         self._check_credentials()
         self._check_partition_key()
-        if self.endpoint_url is not None and not re.match(r"^https?://[^/\s]+", self.endpoint_url):
-            raise OptionError("endpointUrl", self.endpoint_url, "a URL like https://host[:port]")
+        if self.region is not None and not _REGION.match(self.region):
+            raise OptionError("region", self.region, "a region name like us-east-1")
+        if self.endpoint_url is not None:
+            _check_endpoint_url(self.endpoint_url)
         if self.max_record_size_in_bytes > MAX_RECORD_BYTES:
             raise OptionError(
                 "maxRecordSizeInBytes",
@@ -187,6 +193,12 @@ class KinesisOptions(Options):
             )
 
     def _check_credentials(self) -> None:
+        for name in ("aws_access_key_id", "aws_secret_access_key", "aws_session_token"):
+            value = getattr(self, name)
+            if value is not None and not _CREDENTIAL.match(value):
+                raise OptionError(
+                    spark_name(name), "<hidden>", "printable ASCII characters without spaces"
+                )
         key, secret = self.aws_access_key_id, self.aws_secret_access_key
         if bool(key) != bool(secret):
             missing = "awsSecretAccessKey" if key else "awsAccessKeyId"
@@ -296,6 +308,31 @@ class KinesisOptions(Options):
         """The credential values set, for scrubbing messages."""
         values = (self.aws_access_key_id, self.aws_secret_access_key, self.aws_session_token)
         return tuple(value for value in values if value)
+
+
+def _check_endpoint_url(url: str) -> None:
+    """Refuse an ``endpointUrl`` botocore could not send to, or one holding credentials.
+
+    Raises:
+        OptionError: naming the option and the rule, with the URL masked.
+    """
+    if "@" in url:
+        raise OptionError(
+            "endpointUrl",
+            url,
+            "a URL without credentials",
+            message="option 'endpointUrl' holds credentials in a URL: give them in "
+            "awsAccessKeyId and awsSecretAccessKey instead",
+        )
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise OptionError("endpointUrl", url, _ENDPOINT_RULE) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or port == 0:
+        raise OptionError("endpointUrl", url, _ENDPOINT_RULE)
+    if parts.query or parts.fragment or any(ch.isspace() for ch in url):
+        raise OptionError("endpointUrl", url, _ENDPOINT_RULE + ", without query")
 
 
 def sink_options_for_kinesis(
