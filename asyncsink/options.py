@@ -330,6 +330,15 @@ class SinkOptions(Options):
         doc="Longest backoff; also caps a destination's Retry-After hint.",
     )
     rate_limiting: bool = option(
+    fail_fast_on_connection_refused: bool = option(
+        True,
+        doc="Fail the task at once when the destination refuses the connection (nothing "
+        "listens at that host and port) and nothing was ever delivered to it from this "
+        "Python process: a wrong URL or a destination that is not running fails in a "
+        "second instead of after every retry. Spark reuses its Python workers, so a "
+        "destination restarting under a running job is retried as before; `false` always "
+        "retries.",
+    )
         True,
         doc="Adapt in-flight entries (AIMD): grow on success, halve when the destination "
         "throttles.",

@@ -33,6 +33,7 @@ import orjson
 
 from .buffer import Item, RequestBuffer
 from .concurrency import ConcurrencyLimiter
+from .connections import ConnectionFailure, connection_failure, ever_reached, mark_reached
 from .dead_letter import DeadLetter, dead_letter_target, element_bytes
 from .errors import (
     AsyncSinkError,
@@ -157,6 +158,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             0,
         )
         self._latency = new_latency_counts()
+        self._connection_failed_once = False
 
     # ------------------------------------------------------------------ the contract
 
@@ -194,6 +196,11 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         re-sent as the same call, ``FatalError`` to fail the writer. ``current_call()``
         gives the request's idempotency key and entry sequence numbers.
         """
+
+    def describe_destination(self) -> str:
+        """Where this writer's requests go, for logs and messages: never a secret (show a
+        URL with ``asyncsink.masking.mask_url``). Defaults to the writer's class name."""
+        return type(self).__name__
 
     def classify_error(self, exc: BaseException) -> ErrorKind:
         """Sort a whole-request failure into retryable, throttled or fatal."""
@@ -294,6 +301,8 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         tg.cancel_scope.cancel()
         self._signal()
         await tg.__aexit__(None, None, None)  # children never raise; ``exc`` propagates
+        if self._counts["delivered"]:
+            mark_reached(self.describe_destination())
 
     # ------------------------------------------------------------------ writing
 
@@ -675,6 +684,8 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         else:
             assert error is not None
             kind = self.classify_error(error)
+            if kind is not ErrorKind.FATAL and self._refused_at_once(error):
+                error, kind = self._refused_error(error), ErrorKind.FATAL
         if kind is ErrorKind.FATAL:
             self._fail(error, call)
             return
@@ -687,6 +698,39 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         kept = self._requeue(call.items, error, retry_after, now, pinned=call.info)
         if not kept:
             self._log.record_failure(call.info, error)
+
+    def _refused_at_once(self, error: BaseException) -> bool:
+        """Log the writer's first failed connection; whether ``error`` is a refused
+        connection to fail on at once (``failFastOnConnectionRefused``: nothing was ever
+        delivered there from this process)."""
+        failure = connection_failure(error)
+        if failure is None:
+            return False
+        if not self._connection_failed_once:
+            self._connection_failed_once = True
+            log.warning(
+                "%s: cannot connect to %s (%s): %s",
+                self._scope,
+                self.describe_destination(),
+                failure.value,
+                error,
+            )
+        return (
+            failure is ConnectionFailure.REFUSED
+            and self.options.fail_fast_on_connection_refused
+            and not self._counts["delivered"]
+            and not ever_reached(self.describe_destination())
+        )
+
+    def _refused_error(self, error: BaseException) -> FatalError:
+        fatal = FatalError(
+            f"{self.describe_destination()} refused the connection and nothing was ever "
+            "delivered there from this process: is the destination running, and are its "
+            "host and port right? (failFastOnConnectionRefused=false retries instead): "
+            f"{error}"
+        )
+        fatal.__cause__ = error
+        return fatal
 
     def _on_response(self, call: _Call[EntryT], result: SubmitResult, now: float) -> None:
         items = call.items

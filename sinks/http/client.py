@@ -24,6 +24,7 @@ import anyio.to_thread
 import httpx
 
 from asyncsink.errors import OptionError, WriterStateError
+from asyncsink.masking import mask_url
 from asyncsink.options import Options, option_specs, spark_name
 from asyncsink.writer import AsyncSinkWriter
 
@@ -98,6 +99,10 @@ class HttpClientWriter(AsyncSinkWriter[InputT, EntryT]):
     @abc.abstractmethod
     def _first_url(self) -> str:
         """The URL the writer's requests go to (the first one, if several)."""
+
+    def describe_destination(self) -> str:
+        """The URL the writer's requests go to, masked (``mask_url``)."""
+        return mask_url(self._first_url())
 
     def _require_client(self) -> httpx.AsyncClient:
         """The open client.

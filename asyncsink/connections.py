@@ -1,0 +1,63 @@
+"""Failed connections: telling them from other request failures, and which destinations
+this process has delivered to.
+
+A shim translates its client's errors with ``raise ... from exc``, so the operating
+system's error stays in the chain of causes whatever the client (aiohttp, httpx,
+botocore): ``connection_failure`` finds it there. The writer logs a writer's first failed
+connection, and fails at once on a refused one when nothing was ever delivered to that
+destination from this process (``failFastOnConnectionRefused``): a wrong port, or a
+destination that is not running, rather than one restarting under a running job.
+"""
+
+from __future__ import annotations
+
+import enum
+import errno
+import socket
+import threading
+
+__all__ = ["ConnectionFailure", "connection_failure", "ever_reached", "mark_reached"]
+
+_UNREACHABLE = frozenset(
+    {errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EADDRNOTAVAIL, errno.ETIMEDOUT}
+)
+_reached: set[str] = set()
+_lock = threading.Lock()
+
+
+class ConnectionFailure(enum.Enum):
+    """Why a request got no connection."""
+
+    REFUSED = "refused"  # the host answered: nothing listens at that port
+    UNREACHABLE = "unreachable"  # no answer, no route, or the name does not resolve
+
+
+def connection_failure(error: BaseException) -> ConnectionFailure | None:
+    """Whether ``error`` (or an error in its chain of causes) is a failed connection, and
+    which kind; ``None`` for any other failure (an HTTP status, a reset connection, a
+    timeout waiting for an answer...)."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ConnectionRefusedError):
+            return ConnectionFailure.REFUSED
+        if isinstance(current, OSError):
+            if current.errno == errno.ECONNREFUSED:
+                return ConnectionFailure.REFUSED
+            if isinstance(current, socket.gaierror) or current.errno in _UNREACHABLE:
+                return ConnectionFailure.UNREACHABLE
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def mark_reached(destination: str) -> None:
+    """A writer of this process delivered to ``destination``."""
+    with _lock:
+        _reached.add(destination)
+
+
+def ever_reached(destination: str) -> bool:
+    """Whether a writer of this process ever delivered to ``destination``."""
+    with _lock:
+        return destination in _reached
