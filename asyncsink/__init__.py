@@ -20,6 +20,7 @@ from .errors import (
     OptionError,
     ReplayMismatchError,
     RetryableError,
+    SparkSetupError,
     ThrottledError,
     WriterStateError,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "RetryableError",
     "Scope",
     "SinkOptions",
+    "SparkSetupError",
     "SubmitResult",
     "ThrottledError",
     "WriterSnapshot",

@@ -12,6 +12,7 @@
     │   │   └── ThrottledError the destination pushes back (429, 503, throughput exceeded)
     │   └── FatalError         do not try again (auth, not found, malformed request)
     ├── DeadLetterError        a bad record could not be written to the dead-letter target
+    ├── SparkSetupError        Spark's Python workers cannot run asyncsink as configured
     └── DurableError           the call log cannot be trusted or written
         ├── FencedError        another attempt took over this scope
         ├── CorruptRecordError a stored record cannot be decoded
@@ -42,6 +43,7 @@ __all__ = [
     "OptionError",
     "ReplayMismatchError",
     "RetryableError",
+    "SparkSetupError",
     "ThrottledError",
     "WriterStateError",
 ]
@@ -145,6 +147,11 @@ class FatalError(DestinationError):
 class DeadLetterError(AsyncSinkError):
     """Writing a bad record to the dead-letter target failed; the record is not settled,
     so the task fails and its retry meets the record again."""
+
+
+class SparkSetupError(AsyncSinkError, RuntimeError):
+    """Spark's Python workers cannot run asyncsink as configured (they run an interpreter
+    that cannot import it); the message says what to set. Raised on the driver."""
 
 
 class DurableError(AsyncSinkError):

@@ -31,6 +31,8 @@ from typing import Any
 
 from pyspark.sql.datasource import (
     DataSource,
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
     DataSourceStreamWriter,
     DataSourceWriter,
     WriterCommitMessage,
@@ -38,8 +40,10 @@ from pyspark.sql.datasource import (
 
 from ..durable.completion import ScopeSummary
 from ..stats import WriterStatistics
+from .arrow import arrow_readable, batch_chunks
 from .commit import RunIdentity, batch_identity, commit_run, task_stream_run
-from .runner import PartitionResult, run_partition
+from .preflight import check_workers
+from .runner import PartitionResult, run_chunks, run_partition
 from .spec import SinkSpec
 
 __all__ = [
@@ -87,6 +91,7 @@ class _BatchWriter(DataSourceWriter):
     def __init__(self, spec: SinkSpec) -> None:
         self.spec = spec
         self.identity = batch_identity(spec)  # pickled with the writer: one run per write
+        self.names: list[str] = []
 
     def write(self, iterator: Iterator[Any]) -> AsyncSinkCommitMessage:
         identity = self.identity
@@ -109,9 +114,22 @@ class _BatchWriter(DataSourceWriter):
         )
 
 
+class _ArrowBatchWriter(_BatchWriter, DataSourceArrowWriter):
+    """A batch write whose rows come as Arrow record batches (``arrow_readable`` columns):
+    the same rows, without pickling each one in the JVM."""
+
+    def write(self, iterator: Iterator[Any]) -> AsyncSinkCommitMessage:
+        identity = self.identity
+        chunks = batch_chunks(iterator, self.names, as_dicts=self.spec.reads_mappings)
+        return AsyncSinkCommitMessage.of(
+            run_chunks(self.spec, chunks, identity.run, identity.batch_id)
+        )
+
+
 class _StreamWriter(DataSourceStreamWriter):
     def __init__(self, spec: SinkSpec) -> None:
         self.spec = spec
+        self.names: list[str] = []
 
     def write(self, iterator: Iterator[Any]) -> AsyncSinkCommitMessage:
         identity = task_stream_run()
@@ -130,7 +148,7 @@ class _StreamWriter(DataSourceStreamWriter):
         )
         log.info("batch %d of %s committed: %s", batchId, self.spec.sink, total.summary())
 
-    def abort(self, messages: list[Any], batchId: int) -> None:  # noqa: N803
+    def abort(self, messages: list[Any], batchId: int) -> None:  # noqa: N803 - Spark's name
         total, failed = _sum(messages)
         log.warning(
             "batch %d of %s aborted (%d tasks failed); call records are kept: %s",
@@ -138,6 +156,17 @@ class _StreamWriter(DataSourceStreamWriter):
             self.spec.sink,
             failed,
             total.summary(),
+        )
+
+
+class _ArrowStreamWriter(_StreamWriter, DataSourceStreamArrowWriter):
+    """A streaming write whose rows come as Arrow record batches (see ``_ArrowBatchWriter``)."""
+
+    def write(self, iterator: Iterator[Any]) -> AsyncSinkCommitMessage:
+        identity = task_stream_run()
+        chunks = batch_chunks(iterator, self.names, as_dicts=self.spec.reads_mappings)
+        return AsyncSinkCommitMessage.of(
+            run_chunks(self.spec, chunks, identity.run, identity.batch_id)
         )
 
 
@@ -158,10 +187,16 @@ class AsyncSinkDataSource(DataSource):
         return SinkSpec(sink, options)
 
     def writer(self, schema: Any, overwrite: bool) -> _BatchWriter:
-        return _BatchWriter(self._spec())
+        arrow = arrow_readable(schema)
+        writer = (_ArrowBatchWriter if arrow else _BatchWriter)(self._spec())
+        writer.names = list(schema.names)
+        return writer
 
     def streamWriter(self, schema: Any, overwrite: bool) -> _StreamWriter:  # noqa: N802
-        return _StreamWriter(self._spec())
+        arrow = arrow_readable(schema)
+        writer = (_ArrowStreamWriter if arrow else _StreamWriter)(self._spec())
+        writer.names = list(schema.names)
+        return writer
 
 
 class HttpDataSource(AsyncSinkDataSource):
@@ -189,5 +224,6 @@ class ElasticsearchDataSource(AsyncSinkDataSource):
 
 
 def register(spark: Any) -> None:
+    check_workers(spark)
     for source in (AsyncSinkDataSource, HttpDataSource, KinesisDataSource, ElasticsearchDataSource):
         spark.dataSource.register(source)

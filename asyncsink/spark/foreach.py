@@ -27,7 +27,8 @@ from typing import Any
 from ..stats import WriterStatistics
 from .arrow import arrow_readable, map_partitions_in_arrow
 from .commit import RunIdentity, batch_identity, commit_run, stream_identity
-from .runner import PartitionResult, run_partition
+from .preflight import check_workers
+from .runner import PartitionResult, run_chunks, run_partition
 from .spec import SinkSpec
 
 __all__ = ["BatchSink", "foreach_batch", "foreach_partition"]
@@ -48,13 +49,19 @@ def _partition_task(spec: SinkSpec, identity: RunIdentity, rows: Any) -> Partiti
     return run_partition(spec, rows, identity.run, identity.batch_id)
 
 
+def _chunks_task(spec: SinkSpec, identity: RunIdentity, chunks: Any) -> PartitionResult:
+    return run_chunks(spec, chunks, identity.run, identity.batch_id)
+
+
 def _write(df: Any, spec: SinkSpec, identity: RunIdentity) -> list[PartitionResult]:
-    task = partial(_partition_task, spec, identity)
+    check_workers(df)
     if arrow_readable(df.schema):
+        chunks_task = partial(_chunks_task, spec, identity)
         results: list[PartitionResult] = map_partitions_in_arrow(
-            df, task, as_dicts=spec.reads_mappings
+            df, chunks_task, as_dicts=spec.reads_mappings, chunked=True
         )
         return results
+    task = partial(_partition_task, spec, identity)
     return df.rdd.mapPartitions(lambda rows: [task(rows)]).collect()  # type: ignore[no-any-return]
 
 
