@@ -4,10 +4,13 @@ written against the fault-injecting endpoint, and its Spark factory builds the w
 from __future__ import annotations
 
 import importlib
+import json
 import re
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +71,49 @@ def test_the_example_delivers_every_row_once_through_faults(
     assert sorted(server.applied_ids(), key=lambda i: int(i.split("-")[1])) == [
         f"row-{i}" for i in range(10_000)
     ]
+
+
+class _PlainAnswers(BaseHTTPRequestHandler):
+    """Takes JSON arrays of rows and answers 204 No Content, or 200 with a plain "OK"."""
+
+    def do_POST(self) -> None:  # noqa: N802 - the handler's name
+        rows = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        server: Any = self.server
+        with server.lock:
+            server.ids.extend(row["id"] for row in rows)
+        if server.answer == "204":
+            self.send_response(204)
+            self.end_headers()
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"OK")
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.mark.parametrize("answer", ["204", "plain text"])
+def test_the_example_takes_an_empty_or_plain_text_2xx_as_delivered(
+    example: Path, answer: str
+) -> None:
+    server: Any = ThreadingHTTPServer(("127.0.0.1", 0), _PlainAnswers)
+    server.ids, server.lock, server.answer = [], threading.Lock(), answer
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        result = subprocess.run(
+            [sys.executable, str(example / "webhook.py"), f"http://127.0.0.1:{server.server_port}/"],
+            capture_output=True, text=True, timeout=90, check=False,
+        )  # fmt: skip
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.returncode == 0, result.stderr
+    assert "10000 written, 10000 delivered" in result.stdout
+    assert sorted(server.ids) == sorted(f"row-{i}" for i in range(10_000))
 
 
 def test_the_example_fails_fast_on_a_fatal_answer(example: Path, server: FaultServer) -> None:
