@@ -9,7 +9,12 @@ own process, 20 ms latency, no faults) from ``foreachPartition``:
   call records (``sink_id``, SQLite in a temp dir), as the README recommends;
 - one request per row: what existing Python REST data sources and most ``foreach``
   examples do (a ``requests.Session`` per partition, one POST per row);
-- batched requests: 500 rows a request, sent one at a time, per partition.
+- batched requests: 500 rows a request, sent one at a time, per partition;
+- two null-sink ceilings that send nothing: every row read through ``df.rdd`` and encoded
+  (``orjson.dumps(row.asDict())``), and every row read through ``mapInArrow`` and encoded
+  (``orjson.dumps`` of each of ``batch.to_pylist()``): what reading and encoding alone
+  cost, so the ratio to them is the share of a worker's time asyncsink leaves to Spark;
+- the Python data source, ``df.write.format("asyncsink-http")``.
 
 asyncsink writes ``--rows`` (default 1,000,000); a request per row cannot get through a
 million rows in reasonable time, so each baseline writes a smaller slice of the same rows
@@ -50,15 +55,18 @@ BATCH = 500
 PARTITIONS = 2
 JSON_HEADERS = {"content-type": "application/json"}
 
-SIDES = ("asyncsink", "durable", "per_row", "batched")
+SIDES = ("asyncsink", "source", "durable", "per_row", "batched", "rows_null", "arrow_null")
 LABELS = {
     "asyncsink": "asyncsink foreach_partition",
+    "source": "asyncsink data source (format asyncsink-http)",
     "durable": "asyncsink, durable records (SQLite)",
     "per_row": "requests, one request per row",
     "batched": f"requests, batches of {BATCH}, one at a time",
+    "rows_null": "null sink: df.rdd rows encoded, nothing sent",
+    "arrow_null": "null sink: mapInArrow batches encoded, nothing sent",
 }
 # baseline -> target ratio asyncsink / baseline
-TARGETS = {"per_row": 10.0, "batched": 3.0}
+TARGETS = {"per_row": 10.0, "batched": 3.0, "arrow_null": 0.7, "rows_null": 0.7}
 DURABLE_TARGET = 0.85  # durable records / none, rows per second
 
 
@@ -76,6 +84,9 @@ def start_spark() -> Any:
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
+    from asyncsink.spark import register_data_sources
+
+    register_data_sources(session)
     return session
 
 
@@ -129,6 +140,22 @@ def post_batched(url: str, partition: Iterator[Any]) -> None:
             send(batch)
 
 
+def encode_rows(partition: Iterator[Any]) -> None:
+    for row in partition:
+        orjson.dumps(row.asDict())
+
+
+def encode_batches(batches: Iterator[Any]) -> Iterator[Any]:
+    import pyarrow as pa
+
+    count = 0
+    for batch in batches:
+        for row in batch.to_pylist():
+            orjson.dumps(row)
+            count += 1
+    yield pa.RecordBatch.from_arrays([pa.array([count], pa.int64())], names=["n"])
+
+
 # ---------------------------------------------------------------------- the sides
 
 
@@ -152,24 +179,34 @@ class Bench:
             options = {"url": url, "recordStore": self.store}
             stats = foreach_partition(df, "http", options, sink_id="bench", batch_id=self.job)
             assert stats.delivered == count, stats.summary()
+        elif side == "source":
+            df.write.format("asyncsink-http").option("url", url).mode("append").save()
         elif side == "per_row":
             df.foreachPartition(partial(post_per_row, url))
-        else:
+        elif side == "batched":
             df.foreachPartition(partial(post_batched, url))
+        elif side == "rows_null":
+            df.foreachPartition(encode_rows)
+        else:
+            encoded = df.mapInArrow(encode_batches, "n long").collect()
+            assert sum(row.n for row in encoded) == count
 
     def timed(self, side: str, count: int) -> float:
         """One checked run: rows per second."""
         self.server.reset()
+        rows_run = count
         started = time.perf_counter()
         self.run(side, count)
         elapsed = time.perf_counter() - started
         stats = self.server.stats()
+        if side.endswith("_null"):
+            count = 0  # sends nothing
         if stats.entries_received != count or stats.unique_ids != count:
             raise RuntimeError(
                 f"{side}: the endpoint holds {stats.entries_received} rows "
                 f"({stats.unique_ids} distinct) of {count}"
             )
-        return count / elapsed
+        return rows_run / elapsed
 
 
 # ---------------------------------------------------------------------- profiling
@@ -224,9 +261,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         args.rows, args.per_row_rows, args.batched_rows, args.rounds = 100_000, 500, 50_000, 2
     counts = {
         "asyncsink": args.rows,
+        "source": args.rows,
         "durable": args.rows,
         "per_row": args.per_row_rows,
         "batched": args.batched_rows,
+        "rows_null": args.rows,
+        "arrow_null": args.rows,
     }
     runs: dict[str, list[float]] = {side: [] for side in SIDES}
     started = time.monotonic()
@@ -262,7 +302,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "writes a slice of the same rows, and the sides are compared by rows/s)"
     )
     rows_out: list[dict[str, Any]] = []
-    for ours in ("asyncsink", "durable"):
+    for ours in ("asyncsink", "source", "durable"):
         for baseline, target in TARGETS.items():
             ratio = medians[ours] / medians[baseline]
             rows_out.append(

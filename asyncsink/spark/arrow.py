@@ -19,7 +19,7 @@ import pickle
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-__all__ = ["arrow_readable", "map_partitions_in_arrow"]
+__all__ = ["arrow_readable", "batch_chunks", "map_partitions_in_arrow"]
 
 
 def arrow_readable(schema: Any) -> bool:
@@ -46,14 +46,39 @@ def arrow_readable(schema: Any) -> bool:
 
 
 def map_partitions_in_arrow(
-    df: Any, task: Callable[[Iterable[Any]], Any], *, as_dicts: bool = False
+    df: Any,
+    task: Callable[[Iterable[Any]], Any],
+    *,
+    as_dicts: bool = False,
+    chunked: bool = False,
 ) -> list[Any]:
     """Run ``task`` on the rows of each partition of ``df`` (``arrow_readable``), read
     through Arrow, as ``Row`` objects or (``as_dicts``) as dicts of their fields; the list
-    of what each partition's ``task`` returned."""
+    of what each partition's ``task`` returned. With ``chunked``, ``task`` gets the rows
+    as lists, one per record batch."""
     names = list(df.schema.names)
-    out = df.mapInArrow(_Task(task, names, as_dicts), "result binary").collect()
+    out = df.mapInArrow(_Task(task, names, as_dicts, chunked), "result binary").collect()
     return [pickle.loads(row.result) for row in out]
+
+
+def batch_chunks(batches: Iterable[Any], names: list[str], *, as_dicts: bool) -> Iterator[Any]:
+    """The rows of Arrow record batches, one list per batch: dicts of their fields, or
+    ``Row`` objects sharing one list of field names (as Spark builds them)."""
+    if as_dicts:
+        for batch in batches:
+            yield batch.to_pylist()
+        return
+    from pyspark.sql import Row
+
+    new = tuple.__new__
+    for batch in batches:
+        columns = [column.to_pylist() for column in batch.columns]
+        rows = []
+        for values in zip(*columns, strict=True):
+            row = new(Row, values)
+            row.__fields__ = names
+            rows.append(row)
+        yield rows
 
 
 class _Task:
@@ -61,35 +86,22 @@ class _Task:
     pickled into a one-row batch."""
 
     def __init__(
-        self, task: Callable[[Iterable[Any]], Any], names: list[str], as_dicts: bool
+        self, task: Callable[[Iterable[Any]], Any], names: list[str], as_dicts: bool, chunked: bool
     ) -> None:
         self.task = task
         self.names = names
         self.as_dicts = as_dicts
+        self.chunked = chunked
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
-        rows = _dicts(batches) if self.as_dicts else _rows(batches, self.names)
-        result = self.task(rows)
+        chunks = batch_chunks(batches, self.names, as_dicts=self.as_dicts)
+        result = self.task(chunks if self.chunked else _flat(chunks))
         column = pa.array([pickle.dumps(result)], pa.binary())
         yield pa.RecordBatch.from_arrays([column], names=["result"])
 
 
-def _dicts(batches: Iterator[Any]) -> Iterator[dict[str, Any]]:
-    for batch in batches:
-        yield from batch.to_pylist()
-
-
-def _rows(batches: Iterator[Any], names: list[str]) -> Iterator[Any]:
-    """The batches' rows as ``Row`` objects sharing one list of field names (as Spark
-    builds them)."""
-    from pyspark.sql import Row
-
-    new = tuple.__new__
-    for batch in batches:
-        columns = [column.to_pylist() for column in batch.columns]
-        for values in zip(*columns, strict=True):
-            row = new(Row, values)
-            row.__fields__ = names
-            yield row
+def _flat(chunks: Iterator[list[Any]]) -> Iterator[Any]:
+    for chunk in chunks:
+        yield from chunk

@@ -40,7 +40,7 @@ from ..stats import WriterStatistics
 from ..stores import RecordStore, Scope, open_store
 from .spec import SinkSpec
 
-__all__ = ["PartitionResult", "run_partition", "task_scope"]
+__all__ = ["PartitionResult", "run_chunks", "run_partition", "task_scope"]
 
 log = logging.getLogger("asyncsink.spark")
 
@@ -116,21 +116,30 @@ def run_partition(spec: SinkSpec, rows: Iterable[Any], run: str, batch_id: int) 
         Exception: reading the rows failed (as raised by the iterator); the writer was
             stopped without treating the rows read so far as the whole partition.
     """
+    return run_chunks(spec, _chunked(rows), run, batch_id)
+
+
+def run_chunks(
+    spec: SinkSpec, chunks: Iterable[list[Any]], run: str, batch_id: int
+) -> PartitionResult:
+    """``run_partition`` for rows that come in lists (e.g. one per Arrow record batch)."""
     scope = task_scope(spec, run, batch_id)
     portal = _worker_portal()
     send, receive = portal.call(_channel)
     future = portal.start_task_soon(_deliver, spec, scope, receive)
-    iterator: Iterator[Any] = iter(rows)
+    iterator: Iterator[list[Any]] = iter(chunks)
     try:
         while not future.done():
             try:
-                chunk = list(islice(iterator, CHUNK_ROWS))
+                chunk = next(iterator, None)
             except BaseException as exc:
                 portal.call(_abort, send, exc)
                 _wait_quietly(future)
                 raise
-            if not chunk:
+            if chunk is None:
                 break
+            if not chunk:
+                continue
             try:
                 portal.call(send.send, chunk)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
@@ -139,6 +148,12 @@ def run_partition(spec: SinkSpec, rows: Iterable[Any], run: str, batch_id: int) 
         portal.call(send.aclose)
     result: PartitionResult = future.result()
     return result
+
+
+def _chunked(rows: Iterable[Any]) -> Iterator[list[Any]]:
+    iterator = iter(rows)
+    while chunk := list(islice(iterator, CHUNK_ROWS)):
+        yield chunk
 
 
 async def _abort(send: ObjectSendStream[list[Any]], exc: BaseException) -> None:

@@ -82,3 +82,18 @@ def test_only_built_in_sinks_without_user_callables_take_dicts(server: FaultServ
     assert not SinkSpec("http", {"url": url, "entryEncoder": lambda row: b"{}"}).reads_mappings
     assert not SinkSpec("tests.spark.writers:create_killing_writer",
                         {"url": url, "killAfterRequests": "1"}).reads_mappings  # fmt: skip
+
+
+def test_data_sources_take_arrow_batches_when_the_columns_allow(server: FaultServer) -> None:
+    from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter
+    from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
+
+    from asyncsink.spark.datasource import HttpDataSource
+
+    source = HttpDataSource({"url": server.ingest_url})
+    flat = StructType([StructField("id", StringType()), StructField("v", LongType())])
+    other = StructType([StructField("id", StringType()), StructField("t", TimestampType())])
+    assert isinstance(source.writer(flat, False), DataSourceArrowWriter)
+    assert isinstance(source.streamWriter(flat, False), DataSourceStreamArrowWriter)
+    assert not isinstance(source.writer(other, False), DataSourceArrowWriter)
+    assert not isinstance(source.streamWriter(other, False), DataSourceStreamArrowWriter)
