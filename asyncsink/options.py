@@ -307,7 +307,20 @@ class SinkOptions(Options):
         minimum=0,
         doc="The oldest buffered entry is sent at most this long after it was written.",
     )
-    max_in_flight_requests: int = option(16, minimum=1, doc="Concurrent requests per writer.")
+    max_in_flight_requests: int = option(
+        128,
+        minimum=1,
+        doc="Most requests in flight per writer. With `adaptiveConcurrency` (the default) "
+        "an upper bound: the writer starts at 16 (or this, if lower) and keeps as many "
+        "as the destination answers without queueing; without it, a fixed number.",
+    )
+    adaptive_concurrency: bool = option(
+        True,
+        doc="Adapt the requests in flight to their latency (as TCP Vegas does): grow "
+        "while it stays near the lowest seen, shrink when it rises (requests queue at the "
+        "destination), halve when the destination throttles or a request times out. "
+        "`false` keeps `maxInFlightRequests` in flight.",
+    )
     request_timeout_ms: int = option(
         60_000,
         kind="duration",
@@ -316,6 +329,15 @@ class SinkOptions(Options):
     )
     fail_on_timeout: bool = option(
         False, doc="Fail the task on a request timeout instead of retrying the request."
+    )
+    fail_fast_on_connection_refused: bool = option(
+        True,
+        doc="Fail the task at once when the destination refuses the connection (nothing "
+        "listens at that host and port) and nothing was ever delivered to it from this "
+        "Python process: a wrong URL or a destination that is not running fails in a "
+        "second instead of after every retry. Spark reuses its Python workers, so a "
+        "destination restarting under a running job is retried as before; `false` always "
+        "retries.",
     )
     max_retries: int = option(
         10, minimum=0, doc="Attempts after the first before an entry fails the barrier."
@@ -330,15 +352,6 @@ class SinkOptions(Options):
         doc="Longest backoff; also caps a destination's Retry-After hint.",
     )
     rate_limiting: bool = option(
-    fail_fast_on_connection_refused: bool = option(
-        True,
-        doc="Fail the task at once when the destination refuses the connection (nothing "
-        "listens at that host and port) and nothing was ever delivered to it from this "
-        "Python process: a wrong URL or a destination that is not running fails in a "
-        "second instead of after every retry. Spark reuses its Python workers, so a "
-        "destination restarting under a running job is retried as before; `false` always "
-        "retries.",
-    )
         True,
         doc="Adapt in-flight entries (AIMD): grow on success, halve when the destination "
         "throttles.",

@@ -67,7 +67,9 @@ class WriterStatistics:
     ``written`` entries were accepted by ``write``; each ends ``delivered`` (acknowledged by
     the destination), ``skipped`` (already delivered by an earlier attempt, per the call
     log), ``dead_lettered``, ``failed`` (out of retries) or is still ``buffered`` /
-    ``in_flight``.
+    ``in_flight``. ``window`` (the AIMD window, in entries) and ``in_flight_limit`` (the
+    requests allowed in flight, adapted to their latency) are the limits when the
+    snapshot was taken.
     """
 
     written: int = 0
@@ -87,6 +89,7 @@ class WriterStatistics:
     resent_calls: int = 0
     reconciled: int = 0
     window: int = 0
+    in_flight_limit: int = 0
     latency: LatencyHistogram = field(default_factory=LatencyHistogram)
 
     @property
@@ -107,9 +110,15 @@ class WriterStatistics:
         """One line for logs: the counts a user checks first."""
         p50, p99 = self.p50_ms, self.p99_ms
         latency = f", p50 {p50:g} ms, p99 {p99:g} ms" if p50 is not None and p99 is not None else ""
+        lost = ""
+        if self.reconciled or self.resent_calls:
+            lost = (
+                f"; calls lost attempts left pending: {self.reconciled} settled by looking them "
+                f"up at the destination, {self.resent_calls} re-sent unsettled"
+            )
         return (
             f"{self.written} written, {self.delivered} delivered, {self.skipped} skipped, "
             f"{self.dead_lettered} dead-lettered, {self.failed} failed, {self.retried} retried, "
             f"{self.requests} requests ({self.requests_failed} failed, {self.throttled} "
-            f"throttled, {self.timeouts} timed out), {self.bytes_sent} bytes{latency}"
+            f"throttled, {self.timeouts} timed out), {self.bytes_sent} bytes{latency}{lost}"
         )

@@ -141,6 +141,7 @@ class FaultEndpoint:
         """Switch to ``faults``: reseed the random draws and restart the scripted statuses."""
         self.faults = faults
         self._rng = random.Random(faults.seed)
+        self._slots = asyncio.Semaphore(faults.capacity) if faults.capacity else None
         self._script = deque(faults.fail_statuses)
 
     def reset(self) -> None:
@@ -200,7 +201,7 @@ class FaultEndpoint:
             if request.path.startswith(CONTROL_PREFIX):
                 status, body, headers = self._control(request)
             else:
-                outcome = await self._ingest(request)
+                outcome = await self._ingest_in_line(request)
                 if outcome is _Drop.RESET:
                     self.ledger.resets += 1
                     sock = writer.get_extra_info("socket")
@@ -270,6 +271,14 @@ class FaultEndpoint:
         if band is _Band.RESET:
             return _Drop.RESET
         return None
+
+    async def _ingest_in_line(self, request: Request) -> _Response | _Drop:
+        """``_ingest``, once one of ``capacity`` slots is free (when the faults set one)."""
+        slots = self._slots
+        if slots is None:
+            return await self._ingest(request)
+        async with slots:
+            return await self._ingest(request)
 
     async def _ingest(self, request: Request) -> _Response | _Drop:
         """Answer an ingest request in the order the ``fault_server`` docstring gives."""

@@ -51,7 +51,9 @@ No answer at all: ``timeout_rate`` holds the connection (until the client closes
 Order of processing: method, authorization, scripted ``fail_statuses``, the random
 request-level fault, body decoding, the idempotency check, latency, applying the entries,
 then a dropped response for the after-apply faults. Latency (``latency_ms`` plus jitter)
-delays every answer.
+delays every answer. With ``capacity`` set, an ingest request first waits in line for one
+of ``capacity`` slots and holds it until its answer is ready: a destination that serves
+that many requests at once, where latency grows with every request in flight beyond them.
 
 Idempotency
 -----------

@@ -33,6 +33,10 @@ class Faults:
     Attributes:
         latency_ms: delay added before every ingest response (and every dropped one).
         latency_jitter_ms: a uniform random ``[0, jitter)`` added to ``latency_ms``.
+        capacity: when above 0, at most this many ingest requests are served at once;
+            the others wait in line for a free slot (first come, first served) before
+            their latency starts. A queueing model: up to ``capacity`` requests in flight
+            each take ``latency_ms``, beyond it latency grows with every request added.
         error_rate: fraction of requests answered 500, 502 or 504 (picked at random);
             nothing is applied.
         throttle_rate: fraction answered 429 or 503 with ``Retry-After: retry_after_s``;
@@ -61,6 +65,7 @@ class Faults:
 
     latency_ms: float = 0.0
     latency_jitter_ms: float = 0.0
+    capacity: int = 0
     error_rate: float = 0.0
     throttle_rate: float = 0.0
     retry_after_s: float = 1.0
@@ -80,6 +85,8 @@ class Faults:
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"Faults.{name} must be a finite number >= 0, got {value!r}")
+        if not (isinstance(self.capacity, int) and self.capacity >= 0):
+            raise ValueError(f"Faults.capacity must be an integer >= 0, got {self.capacity!r}")
         if not (math.isfinite(self.hang_s) and self.hang_s > 0):
             raise ValueError(f"Faults.hang_s must be a finite number > 0, got {self.hang_s!r}")
         for name in (*_RATE_FIELDS, "partial_failure_rate"):

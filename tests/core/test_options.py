@@ -40,7 +40,8 @@ def test_defaults_match_the_documented_table() -> None:
         1024 * 1024,
     )
     assert (opts.max_buffered_requests, opts.max_time_in_buffer_ms) == (10_000, 5000)
-    assert (opts.max_in_flight_requests, opts.request_timeout_ms) == (16, 60_000)
+    assert (opts.max_in_flight_requests, opts.request_timeout_ms) == (128, 60_000)
+    assert opts.adaptive_concurrency is True
     assert (opts.max_retries, opts.initial_backoff_ms, opts.max_backoff_ms) == (10, 100, 10_000)
     assert opts.rate_limiting is True
 

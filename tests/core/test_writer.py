@@ -22,6 +22,7 @@ from asyncsink import (
     WriterStateError,
     current_call,
 )
+from asyncsink.concurrency import ConcurrencyLimiter
 from asyncsink.retry import RetryPolicy
 
 from .fakes import Destination, FakeWriter
@@ -192,7 +193,8 @@ async def test_retry_after_is_honoured_and_throttling_shrinks_the_window() -> No
         stats = writer.statistics()
     assert attempts[1] - attempts[0] >= 0.29
     assert stats.throttled == 1
-    assert stats.window < 10 * 16
+    assert stats.window < 10 * options.max_in_flight_requests
+    assert stats.in_flight_limit == ConcurrencyLimiter.INITIAL // 2
 
 
 async def test_window_grows_back_after_congestion() -> None:

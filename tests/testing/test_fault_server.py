@@ -70,6 +70,31 @@ async def test_latency_delays_the_response(
     assert max(jittered) - min(jittered) > 0.1
 
 
+async def test_capacity_serves_that_many_at_once_and_queues_the_rest(
+    fault_server: FaultServer,
+) -> None:
+    fault_server.set_faults(Faults(latency_ms=100, capacity=4))
+    limits = httpx.Limits(max_connections=12)
+    finished: list[float] = []
+    async with httpx.AsyncClient(limits=limits, timeout=10) as wide:
+
+        async def send(i: int) -> None:
+            response = await wide.post(fault_server.ingest_url, json=batch(f"q{i}", 2))
+            assert response.status_code == 200
+            finished.append(time.perf_counter() - started)
+
+        started = time.perf_counter()
+        async with anyio.create_task_group() as tg:
+            for i in range(12):
+                tg.start_soon(send, i)
+    # twelve at once through four slots of 100 ms: three waves, ~100, ~200 and ~300 ms
+    finished.sort()
+    assert 0.09 <= finished[0] and finished[3] < 0.19
+    assert 0.19 <= finished[4] and finished[7] < 0.29
+    assert 0.29 <= finished[8]
+    assert fault_server.stats().entries_received == 24
+
+
 async def test_throttle_answers_429_or_503_with_retry_after_and_applies_nothing(
     fault_server: FaultServer, http_client: httpx.AsyncClient
 ) -> None:
@@ -329,6 +354,8 @@ def test_faults_validate_their_values() -> None:
         Faults(partial_failure_rate=-0.1)
     with pytest.raises(ValueError, match="fail_statuses"):
         Faults(fail_statuses=(99,))
+    with pytest.raises(ValueError, match="capacity"):
+        Faults(capacity=-1)
     with pytest.raises(ValueError, match="unknown"):
         Faults.from_json({"latency": 5})
     faults = Faults(throttle_rate=0.2, fail_statuses=(401,), seed=1)

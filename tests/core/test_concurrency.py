@@ -1,0 +1,246 @@
+"""Adaptive concurrency against simulated destinations, in simulated time.
+
+A client that always has a full batch to send keeps ``limiter.limit`` requests in flight
+and reports each answer, as the writer does; a destination model decides when each
+request is answered and whether it is throttled. Everything is deterministic and runs in
+milliseconds.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pytest
+
+from asyncsink.concurrency import ConcurrencyLimiter
+
+MS = 0.001
+
+
+class Fixed:
+    """Every request takes ``latency``, however many are in flight: no queue at all."""
+
+    def __init__(self, latency: float) -> None:
+        self.latency = latency
+
+    def answer(self, now: float, in_flight: int) -> tuple[float, bool]:
+        return now + self.latency, False
+
+
+class Queueing:
+    """At most ``capacity`` requests served at once for ``service`` each (give or take
+    ``spread``, drawn from a seeded generator); the rest wait in line."""
+
+    def __init__(self, capacity: int, service: float, *, spread: float = 0.2) -> None:
+        self.free = [0.0] * capacity
+        self.service = service
+        self.spread = spread
+        self.rng = random.Random(7)
+
+    def answer(self, now: float, in_flight: int) -> tuple[float, bool]:
+        start = max(now, heapq.heappop(self.free))
+        end = start + self.service * (1 + self.spread * (self.rng.random() - 0.5))
+        heapq.heappush(self.free, end)
+        return end, False
+
+
+class Throttling:
+    """Answers after ``latency``; throttles a request sent while more than ``allowed``
+    were in flight (``allowed`` may change during a run)."""
+
+    def __init__(self, latency: float, allowed: int) -> None:
+        self.latency = latency
+        self.allowed = allowed
+
+    def answer(self, now: float, in_flight: int) -> tuple[float, bool]:
+        return now + self.latency, in_flight > self.allowed
+
+
+Destination = Fixed | Queueing | Throttling
+
+
+@dataclass
+class Run:
+    limiter: ConcurrencyLimiter
+    destination: Destination
+    now: float = 0.0
+    limits: list[tuple[float, int]] = field(default_factory=list)
+    latencies: list[tuple[float, float]] = field(default_factory=list)
+    throttled: int = 0
+    _pending: list[tuple[float, int, float, bool]] = field(default_factory=list)
+    _seq: int = 0
+
+    def until(
+        self, end: float, *, at_most: int | None = None, change: Callable[[Run], None] | None = None
+    ) -> Run:
+        """Keep ``limiter.limit`` requests in flight (or ``at_most``) until ``end``."""
+        while self.now < end:
+            if change is not None:
+                change(self)
+            wanted = self.limiter.limit if at_most is None else min(at_most, self.limiter.limit)
+            while len(self._pending) < wanted:
+                answered, throttled = self.destination.answer(self.now, len(self._pending) + 1)
+                heapq.heappush(self._pending, (answered, self._seq, self.now, throttled))
+                self._seq += 1
+            answered, _, started, throttled = heapq.heappop(self._pending)
+            self.now = answered
+            if throttled:
+                self.throttled += 1
+                self.limiter.on_congestion(started, answered)
+            else:
+                self.limiter.on_response(started, answered, len(self._pending) + 1)
+                self.latencies.append((answered, answered - started))
+            self.limits.append((answered, self.limiter.limit))
+        return self
+
+    def limits_after(self, start: float) -> list[int]:
+        return [limit for at, limit in self.limits if at >= start]
+
+    def p99_after(self, start: float) -> float:
+        values = sorted(latency for at, latency in self.latencies if at >= start)
+        return values[int(0.99 * (len(values) - 1))]
+
+    def first_time_at(self, limit: int, after: float = 0.0) -> float:
+        return next(at for at, value in self.limits if at >= after and value >= limit)
+
+
+def adaptive(maximum: int = 128) -> ConcurrencyLimiter:
+    return ConcurrencyLimiter(maximum=maximum)
+
+
+def test_grows_to_the_upper_bound_within_a_few_round_trips_while_latency_stays_at_its_floor() -> (
+    None
+):
+    run = Run(adaptive(128), Fixed(20 * MS)).until(1.0)
+    assert run.first_time_at(128) < 0.3  # 15 round trips, probes included
+    assert run.limiter.floor == pytest.approx(20 * MS)
+    assert min(run.limits_after(0.3)) >= 64  # only the floor probes dip, to half
+
+
+def test_settles_near_the_capacity_of_a_destination_that_queues() -> None:
+    run = Run(adaptive(128), Queueing(16, 20 * MS)).until(5.0)
+    settled = run.limits_after(1.0)
+    assert 16 <= max(settled) <= 24  # capacity plus a few; probes dip below it
+    assert sum(16 <= limit <= 24 for limit in settled) / len(settled) > 0.9
+    assert run.p99_after(1.0) < 2 * 20 * MS
+    # what the limit keeps away: a fixed 64 in flight quadruples every request's latency
+    fixed = Run(ConcurrencyLimiter(maximum=64, adaptive=False), Queueing(16, 20 * MS)).until(5.0)
+    assert fixed.p99_after(1.0) > 3.5 * 20 * MS
+
+
+def test_serves_a_destination_at_its_capacity() -> None:
+    run = Run(adaptive(128), Queueing(16, 20 * MS)).until(5.0)
+    answered = sum(1 for at, _ in run.latencies if at >= 1.0)
+    assert answered / 4.0 > 0.95 * 16 / (20 * MS)  # requests a second
+
+
+def test_shrinks_when_latency_rises_as_the_destination_loses_capacity() -> None:
+    run = Run(adaptive(128), Queueing(64, 20 * MS)).until(2.0)
+    assert max(run.limits_after(1.0)) >= 64
+    run.destination = Queueing(16, 20 * MS)
+    run.until(4.0)
+    assert max(run.limits_after(2.5)) <= 24
+    assert run.p99_after(2.5) < 2 * 20 * MS
+
+
+def test_relearns_its_floor_when_the_destination_gets_slower_for_good() -> None:
+    run = Run(adaptive(128), Fixed(20 * MS)).until(1.0)
+    run.destination = Fixed(60 * MS)  # no queue: every request is just slower now
+    run.until(8.0)
+    assert run.limiter.floor == pytest.approx(60 * MS)
+    assert run.first_time_at(128, after=1.5) < 8.0
+    assert run.limiter.limit >= 64
+
+
+def test_halves_when_throttled_and_once_per_round_trip() -> None:
+    limiter = adaptive(128)
+    assert limiter.limit == 16
+    for _ in range(10):  # ten requests in flight together, all throttled
+        limiter.on_congestion(started=0.0, now=0.02)
+    assert limiter.limit == 8
+    limiter.on_congestion(started=0.01, now=0.03)  # sent before the halving: same event
+    assert limiter.limit == 8
+    limiter.on_congestion(started=0.025, now=0.05)  # sent after it: a new one
+    assert limiter.limit == 4
+    assert not limiter.slow_start
+
+
+def test_keeps_below_a_destination_that_throttles_beyond_its_allowance() -> None:
+    run = Run(adaptive(128), Throttling(20 * MS, allowed=24)).until(5.0)
+    settled = run.limits_after(1.0)
+    assert max(settled) <= 28  # a round trip of growth past the allowance, then halved
+    assert sum(12 <= limit <= 25 for limit in settled) / len(settled) > 0.9
+    answered = sum(1 for at, _ in run.latencies if at >= 1.0)
+    assert answered / 4.0 > 0.6 * 24 / (20 * MS)  # most of what the allowance permits
+    assert run.throttled < 0.2 * len(run.latencies)
+
+
+def test_backs_off_to_one_under_throttling_and_recovers_once_it_ends() -> None:
+    destination = Throttling(20 * MS, allowed=1000)
+    run = Run(adaptive(128), destination).until(1.0)
+    assert run.limiter.limit == 128
+    destination.allowed = 0  # everything is throttled
+    run.until(1.5)
+    assert run.limiter.limit == 1
+    destination.allowed = 1000
+    run.until(5.0)
+    assert run.first_time_at(128, after=1.5) < 4.0
+
+
+def test_does_not_grow_while_the_limit_goes_unused() -> None:
+    run = Run(adaptive(128), Fixed(20 * MS)).until(1.0, at_most=4)
+    assert set(run.limits_after(0.0)) <= {8, 16}  # the floor probes halve it, nothing else
+
+
+def test_small_requests_teach_nothing() -> None:
+    limiter = adaptive(128)
+    for i in range(100):
+        limiter.on_response(started=i * 0.001, now=i * 0.001 + 0.0001, in_flight=16, full=False)
+    assert limiter.floor is None
+    assert limiter.limit == 16
+
+
+def test_learns_its_floor_from_a_round_at_half_the_limit_first() -> None:
+    limiter = adaptive(128)
+    answer_round(limiter, started=0.0, latency=0.05)  # a first round, slowed by warming up
+    assert limiter.limit == 8  # the floor probe: one round at half the limit
+    answer_round(limiter, started=0.05, latency=0.02)
+    assert (limiter.limit, limiter.floor) == (16, pytest.approx(0.02))
+
+
+def test_answers_to_requests_sent_before_the_limit_changed_are_not_judged() -> None:
+    limiter = adaptive(128)
+    answer_round(limiter, started=0.0, latency=0.02)
+    answer_round(limiter, started=0.02, latency=0.02)  # the probe round
+    answer_round(limiter, started=0.04, latency=0.02)
+    assert limiter.limit == 24  # a round at the floor: slow start
+    for _ in range(100):  # late answers of the old round, however slow, do not count
+        limiter.on_response(started=0.04, now=0.5, in_flight=24)
+    assert limiter.limit == 24
+
+
+def answer_round(limiter: ConcurrencyLimiter, *, started: float, latency: float) -> None:
+    """Answer one round of requests: as many as the limit, all sent at ``started``."""
+    for _ in range(limiter.limit):
+        limiter.on_response(started=started, now=started + latency, in_flight=limiter.limit)
+
+
+def test_without_adaptation_the_limit_is_the_maximum_whatever_happens() -> None:
+    limiter = ConcurrencyLimiter(maximum=64, adaptive=False)
+    assert limiter.limit == 64
+    run = Run(limiter, Throttling(20 * MS, allowed=4)).until(1.0)
+    assert set(run.limits_after(0.0)) == {64}
+    assert limiter.floor is None
+
+
+@pytest.mark.parametrize(("maximum", "initial"), [(1, 1), (4, 4), (16, 16), (500, 16)])
+def test_starts_at_sixteen_or_the_maximum_if_lower(maximum: int, initial: int) -> None:
+    assert ConcurrencyLimiter(maximum=maximum).limit == initial
+
+
+def test_a_limit_of_one_stays_one() -> None:
+    run = Run(ConcurrencyLimiter(maximum=1), Fixed(20 * MS)).until(1.0)
+    assert set(run.limits_after(0.0)) == {1}
