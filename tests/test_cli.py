@@ -18,6 +18,8 @@ import pytest
 from asyncsink import AsyncSinkError, OptionError, SinkOptions, WriterStatistics
 from asyncsink.__main__ import main
 from asyncsink.demo import DemoReport, DemoSettings, KillInfo
+from asyncsink.demo.destinations import _DESTINATIONS
+from asyncsink.demo.run import streaming_line
 from asyncsink.docs import options_table
 from asyncsink.options import option_specs
 from asyncsink.spark import DurableOptions
@@ -213,6 +215,31 @@ def test_demo_report_fails_on_loss_and_on_duplicates_where_the_sink_promises_non
     assert "2 rows stored twice, as at-least-once" in at_least_once.render()
     failed = report(error="the streaming query stopped: boom")
     assert failed.exit_code == 1 and "FAILED: the streaming query stopped" in failed.render()
+
+
+def test_demo_report_says_what_each_sink_guarantees() -> None:
+    http, kinesis = _DESTINATIONS["http"], _DESTINATIONS["kinesis"]  # not started
+    exactly = report(guarantee=http.guarantee, writers=WriterStatistics(resent_calls=2)).render()
+    assert "\n  guarantee        each row stored once" in exactly
+    exactly = " ".join(exactly.split())  # the report wraps its lines
+    assert "re-sent unchanged (same idempotency key)" in exactly
+    at_least = report(
+        sink="kinesis",
+        idempotent=kinesis.idempotent,
+        guarantee=kinesis.guarantee,
+        writers=WriterStatistics(resent_calls=2),
+    ).render()
+    assert "\n  guarantee        at least once: PutRecords takes no idempotency" in at_least
+    at_least = " ".join(at_least.split())
+    assert "same idempotency key" not in at_least and "exactly once" not in at_least
+    assert at_least.endswith("OK: every row was delivered at least once; none was stored twice.")
+    assert "stored twice if the lost attempt's call had landed" in at_least
+
+
+def test_demo_shows_no_path_it_deletes_on_the_way_out() -> None:
+    line = streaming_line(DemoSettings(rows=100))
+    assert "temporary SQLite file, deleted at the end" in line
+    assert "/" not in line and "records.db" not in line
 
 
 def test_demo_report_names_the_kill_and_the_figures() -> None:

@@ -1,5 +1,6 @@
 """``python -m asyncsink demo``: a streaming job that loses a task and still delivers every
-row exactly once.
+row, once where the sink can promise it (HTTP with idempotency keys, Elasticsearch with
+derived document ids), at least once to Kinesis.
 
 The demo starts a local Spark session (``local[2,3]``, so a failed task is retried), a
 local destination that injects faults (the fault server for ``http``: latency, throttling,
@@ -10,7 +11,9 @@ attempt of partition 0 kills its own Python worker (``os._exit``) as one of its 
 is about to leave: some earlier requests were acknowledged and recorded, others were
 still in flight. Spark runs the task again; the retry skips what the call records say was
 delivered and re-sends the calls left pending, unchanged and with their idempotency keys,
-so an endpoint that already applied one answers from its idempotency store.
+so an endpoint that already applied one answers from its idempotency store. Kinesis takes
+no idempotency key: a re-sent call whose first send had landed stores its rows twice, and
+the report says so.
 
 When the query has delivered ``--rows`` rows it is stopped, and the demo reads back what
 the destination holds and prints a report: rows, requests, retries, entries skipped,

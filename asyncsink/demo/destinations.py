@@ -47,6 +47,7 @@ class Destination:
     name = ""
     description = ""
     idempotent = True  # whether a duplicate is a failure (the sink promises none)
+    guarantee = ""  # what the sink promises about duplicates, for the report
 
     def start(self, settings: DemoSettings, workdir: Path) -> None:
         """Start the destination; return once it takes requests."""
@@ -71,6 +72,10 @@ class Destination:
 class _HttpDestination(Destination):
     name = "http"
     description = "the fault-injecting HTTP endpoint"
+    guarantee = (
+        "each row stored once: a re-sent call carries the same Idempotency-Key, and this "
+        "endpoint answers a key it already applied from its idempotency store"
+    )
 
     def __init__(self) -> None:
         self.server: Any = None
@@ -133,6 +138,10 @@ class _KinesisDestination(Destination):
     name = "kinesis"
     description = "a local Kinesis emulator (kinesalite, 2 shards)"
     idempotent = False
+    guarantee = (
+        "at least once: PutRecords takes no idempotency key, so a call re-sent after a "
+        "lost attempt may store its rows twice (no row is lost)"
+    )
     stream = "asyncsink-demo"
 
     def __init__(self) -> None:
@@ -218,6 +227,10 @@ class _KinesisDestination(Destination):
 class _ElasticsearchDestination(Destination):
     name = "elasticsearch"
     description = "the local Elasticsearch-compatible endpoint"
+    guarantee = (
+        "each row stored once: document ids derive from the durable scope and the row's "
+        "position, so a re-sent row overwrites its own document"
+    )
     index = "asyncsink-demo"
 
     def __init__(self) -> None:

@@ -239,13 +239,7 @@ def _stream(
         .where(f"value < {settings.rows}")
         .selectExpr("concat('r', value) AS id", "value")
     )
-    kill = "killing one task once, " if settings.kill else ""
-    print(
-        f"Streaming {settings.rows:,} rows ({settings.rows_per_batch:,} per micro-batch, "
-        f"{kill}durable records in {workdir / 'records.db'})...",
-        file=out,
-        flush=True,
-    )
+    print(streaming_line(settings), file=out, flush=True)
     query = (
         source.writeStream.foreachBatch(batches)
         .option("checkpointLocation", str(workdir / "checkpoint"))
@@ -269,11 +263,22 @@ def _stream(
         lost=delivery.lost,
         unexpected=delivery.unexpected,
         idempotent=destination.idempotent,
+        guarantee=destination.guarantee,
         kill=_read_kill(marker, batches.kill_batch),
         kill_requested=settings.kill,
         destination_lines=delivery.lines,
         streaming_s=streaming_s,
         error=error,
+    )
+
+
+def streaming_line(settings: DemoSettings) -> str:
+    """What the demo says as the query starts. The call records live in the demo's
+    temporary folder, deleted on the way out, so no path is shown for them."""
+    kill = "killing one task once, " if settings.kill else ""
+    return (
+        f"Streaming {settings.rows:,} rows ({settings.rows_per_batch:,} per micro-batch, "
+        f"{kill}durable call records in a temporary SQLite file, deleted at the end)..."
     )
 
 

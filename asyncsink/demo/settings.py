@@ -100,6 +100,7 @@ class DemoReport:
     lost: int
     unexpected: int
     idempotent: bool
+    guarantee: str = ""
     kill: KillInfo | None
     kill_requested: bool = False
     destination_lines: tuple[str, ...] = ()
@@ -134,6 +135,7 @@ class DemoReport:
             f"asyncsink demo: {self.rows:,} rows through the {self.sink} sink in "
             f"{self.batches} micro-batches ({self.wall_s:.1f} s in all)",
             _line("rows delivered", f"{self.rows - self.lost:,} of {self.rows:,}"),
+            *([_line("guarantee", self.guarantee)] if self.guarantee else []),
             _line(
                 "requests",
                 f"{w.requests:,} by the task attempts that finished: {w.requests_failed:,} "
@@ -156,12 +158,16 @@ class DemoReport:
         elif self.kill_requested:
             lines.append(_line("task killed", "none: no partition sent enough requests"))
         lines.append(_line("skipped", f"{w.skipped:,} entries already delivered, not re-sent"))
+        how = (
+            "unchanged (same idempotency key)"
+            if self.idempotent
+            else "(no idempotency key: stored twice if the lost attempt's call had landed)"
+        )
         lines.append(
             _line(
                 "recovered calls",
-                f"{_n(w.resent_calls, 'call')} left pending by a lost attempt re-sent "
-                f"unchanged (same idempotency key), {w.reconciled:,} settled by asking the "
-                "destination",
+                f"{_n(w.resent_calls, 'call')} left pending by a lost attempt re-sent {how}, "
+                f"{w.reconciled:,} settled by asking the destination",
             )
         )
         note = "" if self.idempotent else " (at least once: this sink has no idempotency key)"
@@ -186,6 +192,8 @@ class DemoReport:
                 f"OK: every row was delivered; {_n(self.duplicates, 'row')} stored twice, as "
                 "at-least-once delivery allows."
             )
+        elif self.ok and not self.idempotent:
+            lines.append("OK: every row was delivered at least once; none was stored twice.")
         elif self.ok:
             lines.append("OK: every row was delivered, and none was stored twice.")
         else:
