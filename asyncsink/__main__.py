@@ -18,12 +18,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from sinks import SHIMS
+from sinks import sink_names
 
 __all__ = ["main"]
 
 _PROG = "asyncsink"
-_SINKS = tuple(SHIMS)
+_SINKS = tuple(sink_names())
 
 
 def _parser() -> argparse.ArgumentParser:

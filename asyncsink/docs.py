@@ -27,7 +27,7 @@ from pathlib import Path
 
 import orjson
 
-from sinks import SHIMS, shim_options
+from sinks import sink_names, sink_options
 
 from .options import OptionSpec, SinkOptions, option_specs
 from .spark.spec import DurableOptions
@@ -87,7 +87,8 @@ def option_groups(sink: str | None) -> list[OptionGroup]:
     if sink is None or sink == CORE:
         return groups
     name = sink.lower()
-    return [*groups, OptionGroup(f"The {name} sink", shim_options(name))]
+    own = sink_options(name)
+    return [*groups, OptionGroup(f"The {name} sink", own)] if own is not None else groups
 
 
 def _own_group(sink: str | None) -> list[OptionGroup]:
@@ -180,7 +181,7 @@ def options_text(sink: str | None, *, width: int = 88) -> str:
             )
     if sink is None or sink == CORE:
         out.append("")
-        out.append(f"Sinks: {', '.join(sorted(SHIMS))} (python -m asyncsink options SINK).")
+        out.append(f"Sinks: {', '.join(sink_names())} (python -m asyncsink options SINK).")
     return "\n".join(out) + "\n"
 
 
@@ -218,11 +219,11 @@ def render_readme(text: str) -> str:
         ValueError: a section names no known sink.
     """
     sections = readme_sections(text)
-    unknown = sorted(set(sections) - {CORE, *SHIMS})
+    unknown = sorted(set(sections) - {CORE, *sink_names()})
     if unknown:
         raise ValueError(
             f"the README has a section for {unknown[0]!r}, which is neither 'core' nor a "
-            f"sink ({', '.join(sorted(SHIMS))})"
+            f"sink ({', '.join(sink_names())})"
         )
     tables = _available(sections)
 

@@ -75,7 +75,7 @@ class WriterSnapshot(Generic[EntryT]):
 
 
 class _Call(Generic[EntryT]):
-    __slots__ = ("info", "items", "size", "settled", "started")
+    __slots__ = ("info", "items", "sent", "size", "settled", "started")
 
     def __init__(
         self, info: CallInfo, items: list[Item[EntryT]], size: int, started: float
@@ -84,6 +84,7 @@ class _Call(Generic[EntryT]):
         self.items = items
         self.size = size
         self.started = started
+        self.sent = started  # when the request left
         self.settled = False
 
 
@@ -92,7 +93,9 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
 
     Subclasses implement ``convert``, ``entry_size`` and ``submit_request_entries``, and
     may override ``classify_error``, ``serialize_entry`` and ``reconcile``. A subclass that
-    takes its own constructor arguments passes ``**kwargs`` on to this one.
+    takes its own constructor arguments passes ``**kwargs`` on to this one. One that
+    converts a dict of a row's fields as it converts the Spark ``Row`` sets
+    ``takes_mappings``: rows read through Arrow then reach it as dicts, which is faster.
 
     Args:
         options: buffering hints, limits and retry policy (``SinkOptions()`` if omitted).
@@ -100,6 +103,8 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             ``CallRecorder``); without one, nothing is remembered across attempts
             (idempotency keys are then unique per writer).
     """
+
+    takes_mappings: bool = False
 
     def __init__(
         self, *, options: SinkOptions | None = None, call_log: CallRecorder | None = None
@@ -611,7 +616,8 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         try:
             await self._log.sync()  # PENDING is durable before the request leaves
             entries = [item[1] for item in call.items]
-            deadline = time.monotonic() + self._timeout
+            call.sent = time.monotonic()
+            deadline = call.sent + self._timeout
             with anyio.move_on_after(self._timeout) as scope:
                 answer = await self.submit_request_entries(entries)
                 result = as_result(answer, entries)
@@ -650,7 +656,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         else:
             assert result is not None
             full = 2 * len(call.items) >= self._max_batch or 2 * call.size >= self._max_bytes
-            self._limiter.on_response(call.started, now, len(self._calls) + 1, full=full)
+            self._limiter.on_response(call.sent, now, len(self._calls) + 1, full=full)
             self._on_response(call, result, now)
         if self._log.persistent and not self._log_sync_scheduled and self._tg is not None:
             self._log_sync_scheduled = True
@@ -680,7 +686,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
                 f"requestTimeoutMs ({self.options.request_timeout_ms})"
             )
             kind = ErrorKind.FATAL if self.options.fail_on_timeout else ErrorKind.RETRYABLE
-            self._limiter.on_congestion(call.started, now)
+            self._limiter.on_congestion(call.sent, now)
         else:
             assert error is not None
             kind = self.classify_error(error)
@@ -692,7 +698,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         if kind is ErrorKind.THROTTLED:
             self._counts["throttled"] += 1
             self._window.on_congestion(call.started, now)
-            self._limiter.on_congestion(call.started, now)
+            self._limiter.on_congestion(call.sent, now)
             self._max_batch = min(self.options.max_batch_size, self._window.size)
         retry_after = getattr(error, "retry_after", None)
         kept = self._requeue(call.items, error, retry_after, now, pinned=call.info)
@@ -772,7 +778,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             if result.throttled:
                 self._counts["throttled"] += 1
                 self._window.on_congestion(call.started, now)
-                self._limiter.on_congestion(call.started, now)
+                self._limiter.on_congestion(call.sent, now)
                 self._max_batch = min(self.options.max_batch_size, self._window.size)
             failed = [items[index] for index in sorted(retry)]
             cause = AsyncSinkError(

@@ -23,18 +23,18 @@ from asyncsink.demo.run import streaming_line
 from asyncsink.docs import options_table
 from asyncsink.options import option_specs
 from asyncsink.spark import DurableOptions
-from sinks import SHIMS, shim_options
+from sinks import sink_entry, sink_names, sink_options
 
 
 def importable(sink: str) -> bool:
     try:
-        importlib.import_module(SHIMS[sink][0].partition(":")[0])
+        importlib.import_module(sink_entry(sink).factory.partition(":")[0])
     except ImportError:
         return False
     return True
 
 
-@pytest.mark.parametrize("sink", sorted(SHIMS))
+@pytest.mark.parametrize("sink", sink_names())
 def test_options_lists_every_option_of_a_sink(
     sink: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -42,7 +42,7 @@ def test_options_lists_every_option_of_a_sink(
         pytest.skip(f"the {sink} sink's module is not importable here")
     assert main(["options", sink]) == 0
     listed = set(re.findall(r"^  (\S+)  \[default: ", capsys.readouterr().out, re.M))
-    groups = (SinkOptions, DurableOptions, shim_options(sink))
+    groups = (SinkOptions, DurableOptions, sink_options(sink))
     assert listed == {spec.spark_name for group in groups for spec in option_specs(group)}
 
 
@@ -53,7 +53,7 @@ def test_options_without_a_sink_lists_the_core_options_and_the_sinks(
     out = capsys.readouterr().out
     for spec in (*option_specs(SinkOptions), *option_specs(DurableOptions)):
         assert f"  {spec.spark_name}  [default: " in out
-    assert f"Sinks: {', '.join(sorted(SHIMS))}" in out
+    assert f"Sinks: {', '.join(sink_names())}" in out
 
 
 def test_options_show_secrets_as_secrets_and_required_options(

@@ -18,13 +18,13 @@ from asyncsink.docs import (
 )
 from asyncsink.options import Options, SinkOptions, option, option_specs
 from asyncsink.spark import DurableOptions
-from sinks import SHIMS, shim_options
+from sinks import sink_entry, sink_names, sink_options
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 def importable(sink: str) -> bool:
-    module = SHIMS[sink][0].partition(":")[0]
+    module = sink_entry(sink).factory.partition(":")[0]
     try:
         importlib.import_module(module)
     except ImportError:
@@ -39,16 +39,16 @@ def test_readme_tables_match_the_code() -> None:
 
 def test_readme_has_a_section_for_the_core_options_and_every_sink() -> None:
     sections = readme_sections(README.read_text(encoding="utf-8"))
-    assert set(sections) == {"core", *SHIMS}
+    assert set(sections) == {"core", *sink_names()}
 
 
-@pytest.mark.parametrize("sink", sorted(SHIMS))
+@pytest.mark.parametrize("sink", sink_names())
 def test_every_option_of_a_sink_is_in_its_readme_table(sink: str) -> None:
     if not importable(sink):
         pytest.skip(f"the {sink} sink's module is not importable here")
     table = readme_sections(README.read_text(encoding="utf-8"))[sink]
     names = {line.split("|")[1].strip() for line in table.splitlines()[2:]}
-    assert names == {spec.spark_name for spec in option_specs(shim_options(sink))}
+    assert names == {spec.spark_name for spec in option_specs(sink_options(sink))}
 
 
 def test_core_table_lists_writer_and_durable_options_with_their_defaults() -> None:
@@ -89,7 +89,7 @@ def test_table_cells_escape_pipes_and_mark_required_options(
 ) -> None:
     import asyncsink.docs as docs
 
-    monkeypatch.setattr(docs, "shim_options", lambda name: Sample)
+    monkeypatch.setattr(docs, "sink_options", lambda name: Sample)
     table = options_table("http")
     assert "| endpoint | (required) | Required \\| with a pipe. |" in table
     assert "| token | *** |" in table

@@ -18,7 +18,7 @@ from asyncsink import OptionError
 from asyncsink.options import OptionSpec, SinkOptions, option_specs
 from asyncsink.spark import SinkSpec, foreach_batch
 from asyncsink.spark.spec import DurableOptions
-from sinks import SHIMS, shim_options
+from sinks import sink_names, sink_options
 
 BASE: dict[str, dict[str, Any]] = {
     "http": {"url": "http://127.0.0.1:8080/in"},
@@ -83,11 +83,11 @@ FREE_TEXT = {
 
 
 def options_of(sink: str) -> list[OptionSpec]:
-    groups = [SinkOptions, shim_options(sink), DurableOptions]
+    groups = [SinkOptions, sink_options(sink), DurableOptions]
     return [spec for group in groups for spec in option_specs(group)]
 
 
-CASES = [(sink, spec) for sink in sorted(SHIMS) for spec in options_of(sink)]
+CASES = [(sink, spec) for sink in sink_names() for spec in options_of(sink)]
 IDS = [f"{sink}-{spec.spark_name}" for sink, spec in CASES]
 RANGED = [(case, i) for case, i in zip(CASES, IDS, strict=True)
           if case[1].kind != "bool" and case[1].spark_name not in FREE_TEXT]  # fmt: skip

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from sinks import shim_factory
+from sinks import sink_factory
 
 from .settings import DemoSettings
 
@@ -146,7 +146,7 @@ class _KinesisDestination(Destination):
 
     def __init__(self) -> None:
         try:
-            shim_factory("kinesis")
+            sink_factory("kinesis")
             import botocore.session  # noqa: F401
         except ImportError as exc:
             raise DemoUnavailable(f"the kinesis sink cannot be loaded: {exc}") from exc
@@ -235,7 +235,7 @@ class _ElasticsearchDestination(Destination):
 
     def __init__(self) -> None:
         try:
-            shim_factory("elasticsearch")
+            sink_factory("elasticsearch")
         except ImportError as exc:
             raise DemoUnavailable(
                 f"the elasticsearch sink is not available in this installation ({exc})"

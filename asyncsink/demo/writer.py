@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from sinks import shim_factory
+from sinks import sink_factory
 
 from ..writer import AsyncSinkWriter
 
@@ -45,7 +45,7 @@ def create_demo_writer(options: Mapping[str, Any], **kwargs: Any) -> AsyncSinkWr
     sink = _pop(rest, SINK_OPTION) or "http"
     at_request = _pop(rest, KILL_AT_OPTION)
     marker = _pop(rest, KILL_MARKER_OPTION)
-    writer: AsyncSinkWriter[Any, Any] = shim_factory(str(sink))(rest, **kwargs)
+    writer: AsyncSinkWriter[Any, Any] = sink_factory(str(sink))(rest, **kwargs)
     if at_request is None or marker is None:
         return writer
     from pyspark import TaskContext

@@ -7,9 +7,11 @@
     (df.writeStream.format("asyncsink-http").option("url", url).option("sinkId", "orders")
        .option("checkpointLocation", checkpoint).start())
 
-Names: ``asyncsink-http``, ``asyncsink-kinesis``, ``asyncsink-elasticsearch``, and
-``asyncsink`` (the generic one: option ``writer`` = ``module:Class``). Options are the
-same as for ``foreach_batch``. Each task's ``write`` returns its statistics and its
+Names: ``asyncsink-<name>`` for every registered sink (``asyncsink-http``,
+``asyncsink-kinesis``, ``asyncsink-elasticsearch``, and those added with
+``register_sink``), and ``asyncsink`` (the generic one: option ``writer`` =
+``module:Class``). Options are the same as for ``foreach_batch``. Each task's ``write``
+returns its statistics and its
 durable scope's summary in a commit message; the driver's ``commit`` completes those
 scopes (Spark committed them; see ``commit``), sums the statistics into one log line and,
 for a stream, purges call records of batches older than ``retainBatches``; ``abort``
@@ -25,6 +27,7 @@ persistent id, which each task reads from Spark's local properties.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +41,8 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
+from sinks.registry import SinkEntry, sink_entry, sink_names
+
 from ..durable.completion import ScopeSummary
 from ..stats import WriterStatistics
 from .arrow import arrow_readable, batch_chunks
@@ -49,9 +54,7 @@ from .spec import SinkSpec
 __all__ = [
     "AsyncSinkCommitMessage",
     "AsyncSinkDataSource",
-    "ElasticsearchDataSource",
-    "HttpDataSource",
-    "KinesisDataSource",
+    "data_source_for",
     "register",
 ]
 
@@ -171,17 +174,22 @@ class _ArrowStreamWriter(_StreamWriter, DataSourceStreamArrowWriter):
 
 
 class AsyncSinkDataSource(DataSource):
-    """The generic data source: option ``writer`` names an ``AsyncSinkWriter`` subclass."""
+    """The generic data source ``asyncsink`` (option ``writer`` names an
+    ``AsyncSinkWriter`` subclass or a factory, as ``module:attribute``) and, through
+    ``data_source_for``, the base of ``asyncsink-<name>`` for each registered sink."""
 
-    shim: str | None = None
+    sink_entry: SinkEntry | None = None
 
     @classmethod
     def name(cls) -> str:
-        return "asyncsink"
+        return "asyncsink" if cls.sink_entry is None else f"asyncsink-{cls.sink_entry.name}"
 
     def _spec(self) -> SinkSpec:
         options = {k: v for k, v in self.options.items() if k.lower() not in _SPARK_OWN}
-        sink = self.shim or options.get("writer")
+        entry = self.sink_entry
+        if entry is not None:
+            return SinkSpec(entry.name, options, entry=entry)
+        sink = options.get("writer")
         if not sink:
             raise ValueError("the asyncsink data source needs option 'writer' (module:Class)")
         return SinkSpec(sink, options)
@@ -199,31 +207,17 @@ class AsyncSinkDataSource(DataSource):
         return writer
 
 
-class HttpDataSource(AsyncSinkDataSource):
-    shim = "http"
-
-    @classmethod
-    def name(cls) -> str:
-        return "asyncsink-http"
-
-
-class KinesisDataSource(AsyncSinkDataSource):
-    shim = "kinesis"
-
-    @classmethod
-    def name(cls) -> str:
-        return "asyncsink-kinesis"
-
-
-class ElasticsearchDataSource(AsyncSinkDataSource):
-    shim = "elasticsearch"
-
-    @classmethod
-    def name(cls) -> str:
-        return "asyncsink-elasticsearch"
+def data_source_for(entry: SinkEntry) -> type[AsyncSinkDataSource]:
+    """The data source class ``asyncsink-<name>`` of a registered sink. It carries the
+    sink's entry, so Spark's Python workers need no registration of their own."""
+    title = "".join(part.capitalize() for part in re.split(r"[-_]", entry.name))
+    attributes = {"sink_entry": entry, "__module__": __name__, "__doc__": f"{entry.name} sink"}
+    return type(f"{title}DataSource", (AsyncSinkDataSource,), attributes)
 
 
 def register(spark: Any) -> None:
+    """Register ``asyncsink`` and ``asyncsink-<name>`` for every registered sink."""
     check_workers(spark)
-    for source in (AsyncSinkDataSource, HttpDataSource, KinesisDataSource, ElasticsearchDataSource):
-        spark.dataSource.register(source)
+    spark.dataSource.register(AsyncSinkDataSource)
+    for name in sink_names():
+        spark.dataSource.register(data_source_for(sink_entry(name)))

@@ -9,16 +9,15 @@ build a fresh writer from it for each partition.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sinks import SHIMS, shim_factory, shim_options
+from sinks.registry import SinkEntry, load_path, sink_entry
 
-from ..durable.call_log import CallLog
 from ..errors import OptionError
 from ..options import Options, SinkOptions, option, option_specs, parse_options, raise_unknown
+from ..recording import CallRecorder
 from ..stores import check_store_url, default_store_url
 from ..writer import AsyncSinkWriter
 
@@ -83,32 +82,42 @@ class SinkSpec:
     """A picklable recipe for a partition's writer.
 
     Args:
-        sink: a shim name (``http``, ``kinesis``, ``elasticsearch``) or ``module:Class``
-            of an ``AsyncSinkWriter`` subclass (or of a ``create_writer``-style factory).
+        sink: a registered sink's name (``http``, ``kinesis``, ``elasticsearch``, or one
+            added with ``register_sink``) or the ``module:Class`` path of an
+            ``AsyncSinkWriter`` subclass (or of a ``create_writer``-style factory).
         options: Spark string options for the writer, the core and the durable layer.
+        entry: the registered sink, when it is known already (a data source carries it
+            into Spark's Python workers, where the user's registrations do not exist).
     """
 
     sink: str
     options: Mapping[str, Any] = field(default_factory=dict)
+    entry: SinkEntry | None = None
 
     def __post_init__(self) -> None:
+        if self.entry is None and ":" not in self.sink:
+            object.__setattr__(self, "entry", sink_entry(self.sink))
         durable, rest = parse_options(DurableOptions, self.options)
         object.__setattr__(self, "durable", durable)
         object.__setattr__(self, "writer_options", rest)
         self._check_names()
-        self.build()  # validates every option now, on the driver
+        writer = self.build()  # validates every option now, on the driver
+        object.__setattr__(self, "reads_mappings", bool(writer.takes_mappings))
 
     durable: DurableOptions = field(init=False, repr=False, compare=False)
     writer_options: Mapping[str, Any] = field(init=False, repr=False, compare=False)
+    reads_mappings: bool = field(init=False, repr=False, compare=False)
+    """Whether the writer takes a dict of a row's fields as it takes the ``Row`` (its
+    ``takes_mappings``): rows read through Arrow are then handed over as dicts."""
 
-    def build(self, call_log: CallLog | None = None) -> AsyncSinkWriter[Any, Any]:
+    def build(self, call_log: CallRecorder | None = None) -> AsyncSinkWriter[Any, Any]:
         """A new writer for one partition (not opened yet).
 
         Raises:
             OptionError: an option is unknown or invalid.
             ValueError, ImportError: the sink cannot be found.
         """
-        target = _resolve(self.sink)
+        target = self._target()
         if isinstance(target, type) and issubclass(target, AsyncSinkWriter):
             core, unknown = parse_options(SinkOptions, self.writer_options)
             if unknown:
@@ -117,6 +126,11 @@ class SinkSpec:
         writer: AsyncSinkWriter[Any, Any] = target(self.writer_options, call_log=call_log)
         return writer
 
+    def _target(self) -> Any:
+        if self.entry is not None:
+            return self.entry.load_factory()
+        return load_path(self.sink)
+
     def _check_names(self) -> None:
         """Refuse an option no group of this sink knows, naming all those it knows (the
         writer's, the sink's own and the Spark integration's) and the closest one.
@@ -124,7 +138,7 @@ class SinkSpec:
         Raises:
             OptionError: an unknown option (its value is never shown).
         """
-        groups = _option_groups(self.sink)
+        groups = self._option_groups()
         if groups is None:
             return  # a factory of the user's: it checks its own options
         known = {
@@ -137,34 +151,17 @@ class SinkSpec:
         if unknown:
             raise_unknown(unknown, groups, where=f"sink {self.sink!r}")
 
-    @property
-    def reads_mappings(self) -> bool:
-        """Whether the writer takes a dict of a row's fields as it takes the ``Row``: a
-        built-in sink with no Python callable among its options (a callable, such as an
-        ``entryEncoder``, is user code that may expect a ``Row``)."""
-        return self.sink.lower() in SHIMS and not any(map(callable, self.options.values()))
+    def _option_groups(self) -> list[type] | None:
+        """The option groups the sink reads, or ``None`` for a factory that reads its own."""
+        if self.entry is not None:
+            own = self.entry.load_options()
+            if own is None:
+                return None
+            return [SinkOptions, own, DurableOptions]
+        target = self._target()
+        if isinstance(target, type) and issubclass(target, AsyncSinkWriter):
+            return [SinkOptions, DurableOptions]
+        return None
 
     def __repr__(self) -> str:
         return f"SinkSpec({self.sink!r}, sink_id={self.durable.sink_id!r})"
-
-
-def _option_groups(sink: str) -> list[type] | None:
-    """The option groups a sink reads, or ``None`` for a factory that reads its own."""
-    if sink.lower() in SHIMS:
-        return [SinkOptions, shim_options(sink), DurableOptions]
-    target = _resolve(sink)
-    if isinstance(target, type) and issubclass(target, AsyncSinkWriter):
-        return [SinkOptions, DurableOptions]
-    return None
-
-
-def _resolve(sink: str) -> Any:
-    if sink.lower() in SHIMS:
-        return shim_factory(sink)
-    module_name, sep, attr = sink.partition(":")
-    if not sep:
-        raise ValueError(
-            f"sink {sink!r} is neither a known sink ({', '.join(sorted(SHIMS))}) nor a "
-            "'module:Class' path"
-        )
-    return getattr(importlib.import_module(module_name), attr)

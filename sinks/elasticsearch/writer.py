@@ -62,6 +62,8 @@ class ElasticsearchWriter(HttpClientWriter[Any, BulkEntry]):
         **kwargs: ``options``, ``call_log`` and the rest of ``AsyncSinkWriter``'s arguments.
     """
 
+    takes_mappings = True  # a dict of a row's fields converts as the Row does
+
     logger_names: ClassVar[tuple[str, ...]] = (log.name,)
 
     def __init__(

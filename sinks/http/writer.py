@@ -72,6 +72,7 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
         encoder: EntryEncoder = http.entry_encoder or self._json
         self._encode = encoder
         self._custom_encoder = http.entry_encoder is not None
+        self.takes_mappings = not self._custom_encoder  # a user's encoder may want a Row
         fmt = http.body_format
         self._frame: BodyEncoder = (
             fmt if callable(fmt) else frame_ndjson if fmt == "ndjson" else frame_json

@@ -1,21 +1,25 @@
 """``KinesisWriter``: delivers rows to an Amazon Kinesis data stream with PutRecords.
 
-Delivery is at least once. PutRecords has no idempotency key: a request that timed out
-on the client may still have been stored, and re-sending it stores its records again, so
-consumers should tolerate duplicates (the durable call log keeps replays of a task from
-re-sending what was acknowledged, but cannot tell for a request that got no answer).
+PutRecords has no idempotency key. With durable call records (``sinkId``), a retried task
+skips what the lost attempt saw acknowledged and, by default (``reconcileByReading``),
+settles the calls it left without an answer by reading the shards
+(``sinks.kinesis.reconcile``): each row is then stored once, unless a scan runs out of
+its budget (that call is re-sent as it was, and counted). Within one attempt, a request
+that timed out on the client may still have been stored, and its re-send stores its
+records again: there delivery is at least once, and consumers should tolerate duplicates.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Self
 
 from asyncsink.durable.call_log import CallLog
 from asyncsink.errors import DestinationError
 from asyncsink.options import SinkOptions, parse_options, raise_unknown
-from asyncsink.request import SubmitResult
+from asyncsink.request import CallInfo, SubmitResult, current_call
 from asyncsink.writer import AsyncSinkWriter
 
 from .answers import read_put_records
@@ -23,6 +27,7 @@ from .clients import ClientSettings, get_client
 from .errors import translate_error
 from .options import DEFAULT_REQUEST_BYTES, KINESIS_SINK_DEFAULTS, KinesisOptions
 from .options import sink_options_for_kinesis as _sink_options
+from .reconcile import ReconcileSettings, StreamReconciler, acknowledged_detail
 from .records import KinesisEntry, RecordConverter, as_mapping, to_json
 
 __all__ = ["KinesisWriter", "create_writer"]
@@ -44,6 +49,11 @@ class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
     The writer uses its process's shared client for its event loop (``sinks.kinesis.
     clients``) unless ``client`` is given, which then belongs to the caller.
 
+    With a ``call_log`` and ``reconcile_by_reading`` (the default), each answer's result
+    detail keeps the highest sequence number stored per shard, and the calls an earlier
+    attempt left without an answer are looked up in the stream before anything of them
+    is sent again (``reconcile_entries``; see ``sinks.kinesis.reconcile``).
+
     Args:
         kinesis: the stream and how rows become records.
         options: buffering hints and retry policy; the Kinesis defaults if omitted.
@@ -53,6 +63,8 @@ class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
     Raises:
         OptionError: an option exceeds a PutRecords limit.
     """
+
+    takes_mappings = True  # a dict of a row's fields converts as the Row does
 
     def __init__(
         self,
@@ -80,6 +92,24 @@ class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
             read_timeout=timeout + 1.0,
             max_pool_connections=max(10, self.options.max_in_flight_requests),
         )
+        self._reconciler: StreamReconciler | None = None
+        if call_log is not None and kinesis.reconcile_by_reading:
+            settings = ReconcileSettings(
+                request_timeout=timeout,
+                clock_skew=kinesis.reconcile_clock_skew_ms / 1000,
+                time_budget=kinesis.reconcile_time_budget_ms / 1000,
+                byte_budget=kinesis.reconcile_byte_budget,
+            )
+            self._reconciler = StreamReconciler(
+                self._current_client, self._stream_parameters, kinesis.stream, settings
+            )
+        self._sent = 0  # calls with a lower id have been handed to PutRecords
+
+    @property
+    def reconciler(self) -> StreamReconciler | None:
+        """What settles lost attempts' calls by reading the stream (its ``reports`` say
+        what each scan cost); ``None`` without call records or ``reconcileByReading``."""
+        return self._reconciler
 
     @property
     def client(self) -> Any:
@@ -134,6 +164,11 @@ class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
             RetryableError: the answer does not say which records were stored (see
                 ``sinks.kinesis.answers``).
         """
+        reading = self._reconciler is not None
+        if reading:
+            call_id = current_call().call_id
+            if call_id >= self._sent:
+                self._sent = call_id + 1
         records = [entry.to_request() for entry in entries]
         client = await self._current_client()
         try:
@@ -150,7 +185,22 @@ class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
                 self.kinesis.stream,
                 self._scrub("; ".join(answer.unexpected)),
             )
-        return answer.result
+        if not reading:
+            return answer.result
+        detail = acknowledged_detail(response["Records"], self._sent)
+        if answer.result is None:
+            return SubmitResult(detail=detail)
+        return dataclasses.replace(answer.result, detail={**answer.result.detail, **detail})
+
+    async def reconcile_entries(
+        self, call: CallInfo, entries: list[KinesisEntry]
+    ) -> Collection[int] | None:
+        """The entries of ``call``, left without an answer by an earlier attempt, that the
+        stream holds, found by reading the shards they map to; ``None`` when that cannot
+        be told within the scan's budget, or without ``reconcileByReading``."""
+        if self._reconciler is None:
+            return None
+        return await self._reconciler.held(call, entries, self.recorded_results())
 
     def _translate(self, exc: Exception) -> DestinationError | None:
         error = translate_error(exc, self.kinesis.stream)

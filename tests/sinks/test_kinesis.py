@@ -36,7 +36,7 @@ from asyncsink import (
     ThrottledError,
 )
 from asyncsink.options import option_specs
-from sinks import shim_factory, shim_options
+from sinks import sink_factory, sink_options
 from sinks.kinesis import (
     KinesisEntry,
     KinesisOptions,
@@ -145,8 +145,8 @@ def test_spark_options_build_both_option_groups_case_insensitively() -> None:
     assert writer.options.max_record_size_in_bytes == 2 * MiB, "the stream's size is wired in"
     assert writer.options.max_batch_size_in_bytes == 5 * MiB
     assert writer.options.dead_letter == "/tmp/kinesis-dead-letters.jsonl"
-    assert shim_factory("kinesis") is create_writer
-    assert shim_options("kinesis") is KinesisOptions
+    assert sink_factory("kinesis") is create_writer
+    assert sink_options("kinesis") is KinesisOptions
 
 
 def test_kinesis_defaults_for_the_writer_options() -> None:

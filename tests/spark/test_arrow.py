@@ -76,21 +76,23 @@ def test_other_columns_are_read_through_rdd(spark: Any, server: FaultServer, col
     assert sorted(server.applied_ids()) == sorted(f"r{i}" for i in range(200))
 
 
-def test_only_built_in_sinks_without_user_callables_take_dicts(server: FaultServer) -> None:
+def test_a_writer_declares_whether_it_takes_dicts_for_rows(server: FaultServer) -> None:
     url = server.ingest_url
     assert SinkSpec("http", {"url": url}).reads_mappings
+    # a user's encoder may expect a Row: the HTTP writer then asks for rows
     assert not SinkSpec("http", {"url": url, "entryEncoder": lambda row: b"{}"}).reads_mappings
-    assert not SinkSpec("tests.spark.writers:create_killing_writer",
-                        {"url": url, "killAfterRequests": "1"}).reads_mappings  # fmt: skip
+    assert SinkSpec("tests.spark.fourth_sink:create_writer", {"url": url}).reads_mappings
+    assert not SinkSpec("tests.spark.test_commit:ListWriter", {}).reads_mappings
 
 
 def test_data_sources_take_arrow_batches_when_the_columns_allow(server: FaultServer) -> None:
     from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter
     from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
-    from asyncsink.spark.datasource import HttpDataSource
+    from asyncsink.spark.datasource import data_source_for
+    from sinks import sink_entry
 
-    source = HttpDataSource({"url": server.ingest_url})
+    source = data_source_for(sink_entry("http"))({"url": server.ingest_url})
     flat = StructType([StructField("id", StringType()), StructField("v", LongType())])
     other = StructType([StructField("id", StringType()), StructField("t", TimestampType())])
     assert isinstance(source.writer(flat, False), DataSourceArrowWriter)
