@@ -113,8 +113,8 @@ class WriterStatistics:
         lost = ""
         if self.reconciled or self.resent_calls:
             lost = (
-                f"; calls lost attempts left pending: {self.reconciled} settled by looking them "
-                f"up at the destination, {self.resent_calls} re-sent unsettled"
+                f"; calls left pending by lost attempts: {self.reconciled} settled by looking "
+                f"them up at the destination, {self.resent_calls} re-sent unsettled"
             )
         return (
             f"{self.written} written, {self.delivered} delivered, {self.skipped} skipped, "

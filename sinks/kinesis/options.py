@@ -151,6 +151,45 @@ class KinesisOptions(Options):
         "or it goes to deadLetter). maxBatchSizeInBytes defaults to the larger of 5 MiB and "
         "this, so that a request can hold such a record.",
     )
+    reconcile_by_reading: bool = option(
+        True,
+        doc="With sinkId: before re-sending a request that a lost task attempt left without "
+        "an answer, read the shards its records map to and send again only the records the "
+        "stream does not hold, so that a retried task stores each row once. It first waits "
+        "until the lost request can no longer land (requestTimeoutMs plus "
+        "reconcileClockSkewMs after it was recorded), then reads the window it could have "
+        "landed in, within reconcileTimeBudgetMs and reconcileByteBudget; a request not "
+        "settled within them is re-sent as it was (at least once) and counted. Needs "
+        "kinesis:ListShards, GetShardIterator and GetRecords. Assumes that no record with the "
+        "same partition key and data reached the same shard inside that window from "
+        "elsewhere (another producer, or a duplicate row of this job's input): it would be "
+        "taken for the lost one and the row not sent again. If rows can repeat, make them "
+        "unique: an id or event time in the data, or as partitionKeyField. 'false' re-sends "
+        "such requests as they were.",
+    )
+    reconcile_time_budget_ms: int = option(
+        30_000,
+        kind="duration",
+        minimum=1,
+        doc="Most time one reconcileByReading scan may take, after its wait; the requests it "
+        "has not settled by then are re-sent as they were.",
+    )
+    reconcile_byte_budget: int = option(
+        64 * MiB,
+        kind="size",
+        minimum=1,
+        doc="Most bytes (data plus partition keys) one reconcileByReading scan may read; "
+        "reads share each shard's 2 MB/s and 5 calls/s with the stream's consumers. The "
+        "requests it has not settled by then are re-sent as they were.",
+    )
+    reconcile_clock_skew_ms: int = option(
+        5_000,
+        kind="duration",
+        minimum=0,
+        doc="How far apart the clocks of the executors and of Kinesis may be. "
+        "reconcileByReading waits this much longer and reads this much earlier and later "
+        "than the lost request's own times.",
+    )
 
     def __post_init__(self) -> None:
         Options.__post_init__(self)
