@@ -41,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
         "task on the way, and check that every row arrived (once, where the sink promises it)",
         description="Stream rows from a local Spark session to a local, fault-injecting "
         "destination, kill a task on the way, and check that every row arrived, and only "
-        "once where the sink promises it (not Kinesis: at least once). Exits 0 when "
+        "once where the sink promises it. Exits 0 when "
         "nothing was lost, nor stored twice where the sink promises once.",
     )
     add_arguments(demo)

@@ -223,17 +223,24 @@ def test_demo_report_says_what_each_sink_guarantees() -> None:
     assert "\n  guarantee        each row stored once" in exactly
     exactly = " ".join(exactly.split())  # the report wraps its lines
     assert "re-sent unchanged (same idempotency key)" in exactly
-    at_least = report(
+    read = report(
         sink="kinesis",
         idempotent=kinesis.idempotent,
         guarantee=kinesis.guarantee,
-        writers=WriterStatistics(resent_calls=2),
+        settled_by=kinesis.settled_by,
+        resent_as=kinesis.resent_as,
+        writers=WriterStatistics(reconciled=3, resent_calls=1),
     ).render()
-    assert "\n  guarantee        at least once: PutRecords takes no idempotency" in at_least
-    at_least = " ".join(at_least.split())
-    assert "same idempotency key" not in at_least and "exactly once" not in at_least
-    assert at_least.endswith("OK: every row was delivered at least once; none was stored twice.")
-    assert "stored twice if the lost attempt's call had landed" in at_least
+    assert "\n  guarantee        each row stored once: PutRecords takes no idempotency" in read
+    read = " ".join(read.split())
+    assert "same idempotency key" not in read
+    assert (
+        "4 calls left pending by a lost attempt: 3 settled by reading the stream's shards, "
+        "1 re-sent as they were (no idempotency key: stored twice if they had landed)"
+    ) in read
+    assert read.endswith("OK: every row was delivered, and none was stored twice.")
+    twice = report(sink="kinesis", idempotent=kinesis.idempotent, duplicates=1, stored=11)
+    assert twice.exit_code == 1, "a duplicate in Kinesis fails the demo now"
 
 
 def test_demo_shows_no_path_it_deletes_on_the_way_out() -> None:

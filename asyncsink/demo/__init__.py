@@ -1,6 +1,6 @@
 """``python -m asyncsink demo``: a streaming job that loses a task and still delivers every
-row, once where the sink can promise it (HTTP with idempotency keys, Elasticsearch with
-derived document ids), at least once to Kinesis.
+row once (HTTP with idempotency keys, Elasticsearch with derived document ids, Kinesis by
+reading the shards before anything is re-sent).
 
 The demo starts a local Spark session (``local[2,3]``, so a failed task is retried), a
 local destination that injects faults (the fault server for ``http``: latency, throttling,
@@ -12,15 +12,15 @@ is about to leave: some earlier requests were acknowledged and recorded, others 
 still in flight. Spark runs the task again; the retry skips what the call records say was
 delivered and re-sends the calls left pending, unchanged and with their idempotency keys,
 so an endpoint that already applied one answers from its idempotency store. Kinesis takes
-no idempotency key: a re-sent call whose first send had landed stores its rows twice, and
-the report says so.
+no idempotency key: the retry reads the shards the pending calls' records map to and sends
+only what the stream does not hold; the report says how many calls were settled that way.
 
 When the query has delivered ``--rows`` rows it is stopped, and the demo reads back what
 the destination holds and prints a report: rows, requests, retries, entries skipped,
 duplicates and lost rows (both must be 0), throughput. The exit code is 0 when nothing was
-lost and nothing was stored twice (Kinesis, at least once, may store rows twice), 1
-otherwise, 2 for bad usage or a destination that cannot run here, 130 when interrupted.
-Everything started (query, Spark, destination) is stopped on the way out.
+lost and nothing was stored twice, 1 otherwise, 2 for bad usage or a destination that
+cannot run here, 130 when interrupted. Everything started (query, Spark, destination) is
+stopped on the way out.
 
 ``create_demo_writer`` is the writer factory the query runs (``asyncsink.demo:
 create_demo_writer``); ``run_demo`` runs the demo from Python, optionally on an existing

@@ -48,6 +48,8 @@ class Destination:
     description = ""
     idempotent = True  # whether a duplicate is a failure (the sink promises none)
     guarantee = ""  # what the sink promises about duplicates, for the report
+    settled_by = "asking the destination"  # how a lost attempt's pending call is settled
+    resent_as = "unchanged (same idempotency key)"  # how an unsettled one is sent again
 
     def start(self, settings: DemoSettings, workdir: Path) -> None:
         """Start the destination; return once it takes requests."""
@@ -137,11 +139,14 @@ def _kinesalite_package() -> Path | None:
 class _KinesisDestination(Destination):
     name = "kinesis"
     description = "a local Kinesis emulator (kinesalite, 2 shards)"
-    idempotent = False
     guarantee = (
-        "at least once: PutRecords takes no idempotency key, so a call re-sent after a "
-        "lost attempt may store its rows twice (no row is lost)"
+        "each row stored once: PutRecords takes no idempotency key, so the retry reads the "
+        "shards a lost attempt's pending calls map to and sends only the records the stream "
+        "does not hold (a call not settled within the scan's budget is re-sent, at least "
+        "once, and counted below)"
     )
+    settled_by = "reading the stream's shards"
+    resent_as = "as they were (no idempotency key: stored twice if they had landed)"
     stream = "asyncsink-demo"
 
     def __init__(self) -> None:

@@ -112,8 +112,9 @@ class _Batches:
             if self.kill_batch == batch_id and self.marker.exists():
                 self._say(
                     f"batch {batch_id}: a task was killed mid-partition; Spark ran it again, "
-                    f"and the retry skipped {stats.skipped:,} entries already delivered and "
-                    f"re-sent {stats.resent_calls:,} calls left pending"
+                    f"and the retry skipped {stats.skipped:,} entries already delivered, "
+                    f"settled {stats.reconciled:,} calls left pending by looking them up and "
+                    f"re-sent {stats.resent_calls:,}"
                 )
             if self.bar is not None:
                 self._advance(self.rows_done)
@@ -264,6 +265,8 @@ def _stream(
         unexpected=delivery.unexpected,
         idempotent=destination.idempotent,
         guarantee=destination.guarantee,
+        settled_by=destination.settled_by,
+        resent_as=destination.resent_as,
         kill=_read_kill(marker, batches.kill_batch),
         kill_requested=settings.kill,
         destination_lines=delivery.lines,

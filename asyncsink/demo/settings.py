@@ -101,6 +101,8 @@ class DemoReport:
     unexpected: int
     idempotent: bool
     guarantee: str = ""
+    settled_by: str = "asking the destination"
+    resent_as: str = "unchanged (same idempotency key)"
     kill: KillInfo | None
     kill_requested: bool = False
     destination_lines: tuple[str, ...] = ()
@@ -158,16 +160,12 @@ class DemoReport:
         elif self.kill_requested:
             lines.append(_line("task killed", "none: no partition sent enough requests"))
         lines.append(_line("skipped", f"{w.skipped:,} entries already delivered, not re-sent"))
-        how = (
-            "unchanged (same idempotency key)"
-            if self.idempotent
-            else "(no idempotency key: stored twice if the lost attempt's call had landed)"
-        )
         lines.append(
             _line(
                 "recovered calls",
-                f"{_n(w.resent_calls, 'call')} left pending by a lost attempt re-sent {how}, "
-                f"{w.reconciled:,} settled by asking the destination",
+                f"{_n(w.reconciled + w.resent_calls, 'call')} left pending by a lost attempt: "
+                f"{w.reconciled:,} settled by {self.settled_by}, {w.resent_calls:,} re-sent "
+                f"{self.resent_as}",
             )
         )
         note = "" if self.idempotent else " (at least once: this sink has no idempotency key)"
