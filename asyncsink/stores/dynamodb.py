@@ -48,6 +48,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from asyncsink.errors import DurableError, FencedError
+from asyncsink.masking import mask_url
 from asyncsink.stores.base import (
     RecordStore,
     Scope,
@@ -160,7 +161,7 @@ class DynamoDBStore(RecordStore):
     def __repr__(self) -> str:
         return (
             f"DynamoDBStore(table={self._table!r}, region={self._region!r}, "
-            f"endpoint_url={self._endpoint_url!r})"
+            f"endpoint_url={self._endpoint_url and mask_url(self._endpoint_url)!r})"
         )
 
     async def take(self, scope: Scope) -> ScopeState:

@@ -5,7 +5,9 @@ judged.
 ``SinkOptions``, from one mapping of Spark string options (``create_writer``). Credentials
 (``bearerToken``, ``basicPassword``, ``apiKey``) are secrets: masked in ``repr``, never
 shown in errors or logs, and redacted from response excerpts. Header values are masked in
-``repr`` too, since they often carry credentials of their own.
+``repr`` too, since they often carry credentials of their own; so are the URLs' query
+values, and those whose names look sensitive (``token``, ``key``, ``secret``...) are
+redacted from excerpts and logs as well.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import unquote
+from urllib.parse import unquote, unquote_plus
 
 import httpx
 import orjson
@@ -257,11 +259,19 @@ class HttpOptions(ClientOptions):
 
     def secrets(self) -> list[str]:
         """Every value to keep out of logs, errors and excerpts: the credentials, the
-        Authorization value built from them, and the values of sensitive-looking headers."""
+        Authorization value built from them, the values of sensitive-looking headers, and
+        those of sensitive-looking query parameters of ``url`` and ``reconcileUrl``
+        (``?token=...``, ``&api_key=...``; as written and decoded)."""
         values = [self.bearer_token, self.basic_password, self.api_key]
         values.extend(self.auth_headers().values())
         headers = self.header_map
         values.extend(v for k, v in headers.items() if _SENSITIVE_HEADER.search(k))
+        for url in (self.url, self.reconcile_url or ""):
+            query = url.partition("#")[0].partition("?")[2]
+            for item in query.split("&"):
+                name, _, value = item.partition("=")
+                if value and _SENSITIVE_HEADER.search(unquote_plus(name)):
+                    values += [value, unquote_plus(value)]
         return [v for v in values if v]
 
     def _shown(self, spec: OptionSpec) -> str:
