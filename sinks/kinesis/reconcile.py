@@ -70,6 +70,7 @@ __all__ = [
 log = logging.getLogger("asyncsink.kinesis")
 
 _MAX_SHARDS_AT_ONCE = 8
+_FIRST_PAGE = 500  # records; each later page of a shard is twice as large (up to 10,000)
 
 
 def acknowledged_detail(results: Sequence[Mapping[str, Any]], sent: int) -> dict[str, Any]:
@@ -399,12 +400,15 @@ class StreamReconciler:
     ) -> None:
         report = scan.report
         cursor = ShardCursor(client, self._stream, shard.shard_id, report.cost, **start)
+        # Lost records sit near the start: small pages first, then larger ones
+        size = max(_FIRST_PAGE, 4 * scan.remaining[shard.shard_id])
         while scan.remaining[shard.shard_id] > 0:
             left = scan.byte_budget - report.cost.bytes
             if left <= 0:
                 report.reason = report.reason or f"reconcileByteBudget ({scan.byte_budget})"
                 return
-            page = await cursor.next_page(left // scan.mean_size)
+            page = await cursor.next_page(min(size, left // scan.mean_size))
+            size *= 2
             late = False
             for record in page.records:
                 if record["ApproximateArrivalTimestamp"].timestamp() > scan.until:

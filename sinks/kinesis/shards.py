@@ -8,8 +8,9 @@
   given time (the ``FROM_TIMESTAMP`` filter; an endpoint that ignores it lists them all).
 - ``ShardCursor``: GetShardIterator, then GetRecords page by page: at most five calls a
   second on the shard (its GetRecords limit, shared with the stream's consumers), backing
-  off on ``ProvisionedThroughputExceededException`` and the other throttling codes,
-  re-opening an iterator that expired.
+  off on ``ProvisionedThroughputExceededException`` and the other throttling codes (and
+  trying again after a timeout, a dropped connection or a 5xx), re-opening an iterator
+  that expired.
 - ``ReadCost``: what the reads cost (calls, records, bytes, throttles).
 """
 
@@ -26,7 +27,9 @@ import anyio
 import backoff
 from botocore.exceptions import ClientError
 
-from .errors import THROTTLING_CODES
+from asyncsink.errors import RetryableError, ThrottledError
+
+from .errors import translate_error
 from .records import KinesisEntry
 
 __all__ = ["Page", "ReadCost", "Shard", "ShardCursor", "hash_key", "list_shards"]
@@ -34,7 +37,7 @@ __all__ = ["Page", "ReadCost", "Shard", "ShardCursor", "hash_key", "list_shards"
 MAX_RECORDS_PER_PAGE = 10_000
 """GetRecords returns at most 10,000 records a call."""
 _CALL_INTERVAL_S = 0.2  # GetRecords: 5 calls per second per shard
-_MAX_THROTTLED_TRIES = 12  # the caller's time budget usually ends the backoff first
+_MAX_TRIES = 12  # the caller's time budget usually ends the backoff first
 _BACKOFF_FACTOR_S = 0.2
 _BACKOFF_MAX_S = 5.0
 
@@ -79,8 +82,9 @@ class Shard:
 
 @dataclass(slots=True)
 class ReadCost:
-    """What reading cost: API calls, records and bytes (data plus partition keys) read,
-    and the calls the stream throttled."""
+    """What reading cost: API calls (tries included), records and bytes (data plus
+    partition keys) read, the tries the stream throttled and those that failed on the
+    way (a timeout, a dropped connection, a 5xx) and were tried again."""
 
     list_shards: int = 0
     get_shard_iterator: int = 0
@@ -88,28 +92,35 @@ class ReadCost:
     records: int = 0
     bytes: int = 0
     throttled: int = 0
+    retried: int = 0
 
 
 async def call_api(client: Any, name: str, cost: ReadCost, **params: Any) -> Any:
     """The client's operation ``name`` (``get_records``...) with ``params``, tried again
-    with exponential backoff (full jitter) while the stream throttles it; each try is
-    counted in ``cost``.
+    with exponential backoff (full jitter) while the stream throttles it or the call
+    fails on the way (reads change nothing, so a try that may have been answered is
+    simply made again); each try is counted in ``cost``.
 
     Raises:
-        botocore.exceptions.ClientError: any other error, or still throttled after
-            ``_MAX_THROTTLED_TRIES`` tries.
+        Exception: the error of a call that retrying cannot help (a ``ClientError`` such
+            as ``ExpiredIteratorException`` or ``AccessDeniedException``), or of the last
+            of ``_MAX_TRIES`` tries.
     """
     waits = backoff.expo(factor=_BACKOFF_FACTOR_S, max_value=_BACKOFF_MAX_S)
     next(waits)  # the generator's priming step
     operation: Callable[..., Awaitable[Any]] = getattr(client, name)
-    for attempt in range(1, _MAX_THROTTLED_TRIES + 1):
+    for attempt in range(1, _MAX_TRIES + 1):
         setattr(cost, name, getattr(cost, name) + 1)
         try:
             return await operation(**params)
-        except ClientError as exc:
-            if error_code(exc) not in THROTTLING_CODES or attempt == _MAX_THROTTLED_TRIES:
+        except Exception as exc:
+            kind = translate_error(exc, "")
+            if not isinstance(kind, RetryableError | ThrottledError) or attempt == _MAX_TRIES:
                 raise
-            cost.throttled += 1
+            if isinstance(kind, ThrottledError):
+                cost.throttled += 1
+            else:
+                cost.retried += 1
             await anyio.sleep(backoff.full_jitter(next(waits)))
     raise AssertionError("unreachable")
 

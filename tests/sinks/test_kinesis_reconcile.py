@@ -28,7 +28,7 @@ import orjson
 import pytest
 from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, ReadTimeoutError
 
 from asyncsink import CallInfo, CallLog, OptionError, Scope, WriterStatistics
 from asyncsink.stores.memory import MemoryStore
@@ -152,10 +152,11 @@ class FakeStream:
     """Shards held in memory, read through ListShards/GetShardIterator/GetRecords; the
     first ``throttle`` GetRecords calls are throttled."""
 
-    def __init__(self, shards: list[dict[str, Any]], throttle: int = 0) -> None:
+    def __init__(self, shards: list[dict[str, Any]], throttle: int = 0, time_out: int = 0) -> None:
         self.shards = shards
         self.records: dict[str, list[dict[str, Any]]] = {s["ShardId"]: [] for s in shards}
         self.throttle = throttle
+        self.time_out = time_out
         self.calls: Counter[str] = Counter()
         self.seq = 1000
 
@@ -185,6 +186,9 @@ class FakeStream:
 
     async def get_records(self, **params: Any) -> dict[str, Any]:
         self.calls["GetRecords"] += 1
+        if self.time_out:
+            self.time_out -= 1
+            raise ReadTimeoutError(endpoint_url="http://127.0.0.1:1/")
         if self.throttle:
             self.throttle -= 1
             error = {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": ""}}
@@ -234,14 +238,14 @@ async def test_identical_records_count_once_each_and_other_producers_are_ignored
     assert held == {100, 102}, "one 'same' landed, the other must be sent again"
 
 
-async def test_throttled_reads_back_off_and_the_scan_still_settles_the_call() -> None:
-    stream = FakeStream([shard(0, 0, MAX_HASH)], throttle=2)
+async def test_throttled_or_timed_out_reads_back_off_and_the_scan_still_settles_the_call() -> None:
+    stream = FakeStream([shard(0, 0, MAX_HASH)], throttle=2, time_out=1)
     since = time.time() - 5
     stream.add("shardId-000000000000", "k", b"a", since + 1)
     reconciler = reconciler_for(stream)
     assert await reconciler.held(lost_call(1, 1, since), [KinesisEntry(b"a", "k")], []) == {100}
     (report,) = reconciler.reports
-    assert report.cost.throttled == 2 and report.cost.get_records == 3
+    assert (report.cost.throttled, report.cost.retried, report.cost.get_records) == (2, 1, 4)
     assert (report.settled, report.unsettled, report.found) == (1, 0, 1)
 
 
