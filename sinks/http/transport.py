@@ -52,7 +52,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             connector=connector,
             auto_decompress=False,  # httpx decodes the body by its content-encoding
             cookie_jar=aiohttp.DummyCookieJar(),
-            trust_env=False,  # httpx's client mounts proxies itself
+            trust_env=False,  # proxies: see ``_proxy``
             timeout=aiohttp.ClientTimeout(total=None),
         )
 

@@ -211,7 +211,19 @@ async def test_tls_verify_false_accepts_any_certificate(ca: trustme.CA) -> None:
     assert writer.statistics().delivered == 1
 
 
-async def test_a_writer_sends_through_its_own_aiohttp_transport_but_not_a_mocked_one() -> None:
+async def test_a_real_and_a_respx_mocked_writer_send_through_the_same_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every request leaves through the client's public ``send``: the transport under it
+    (aiohttp for a writer's own client, respx's mock in tests) is the only difference."""
+    sent: list[tuple[str, str]] = []
+    original = httpx.AsyncClient.send
+
+    async def spy(client: httpx.AsyncClient, request: httpx.Request, **kw: Any) -> Any:
+        sent.append((str(request.url), request.headers.get("idempotency-key", "")))
+        return await original(client, request, **kw)
+
+    monkeypatch.setattr(httpx.AsyncClient, "send", spy)
     seen: list[str] = []
 
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -223,17 +235,16 @@ async def test_a_writer_sends_through_its_own_aiohttp_transport_but_not_a_mocked
     async with serve(handler) as url:
         writer = create_writer({"url": f"{url}/in"})
         async with writer:
-            assert isinstance(writer._direct, AiohttpTransport)
             await writer.write({"id": 1})
-        assert writer._direct is None  # released with the client
     assert len(seen) == 1 and seen[0].startswith("POST /in HTTP/1.1 key=")
     with respx.mock(using="httpx") as router:
         router.post("http://mocked.test/in").respond(200, json={})
-        writer = create_writer({"url": "http://mocked.test/in"})
-        async with writer:
-            assert writer._direct is None  # the mock decides where requests go
-            await writer.write({"id": 1})
-    assert writer.statistics().delivered == 1
+        mocked = create_writer({"url": "http://mocked.test/in"})
+        async with mocked:
+            await mocked.write({"id": 1})
+    assert mocked.statistics().delivered == 1
+    assert [target for target, _ in sent] == [f"{url}/in", "http://mocked.test/in"]
+    assert all(key for _, key in sent)
 
 
 @pytest.fixture
