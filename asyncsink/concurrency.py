@@ -5,36 +5,45 @@ leaves a far endpoint idle between answers (at 100 ms a request, 16 in flight ca
 most 160 requests a second), too many piles requests into a queue in front of a busy
 one, where they only add latency and time out. ``ConcurrencyLimiter`` finds the number
 the way TCP Vegas finds a congestion window (and Vector's adaptive request concurrency
-a request limit): it compares the latency of recent requests with the lowest latency
-seen, the *floor*, and estimates how many of the requests in flight are only queueing:
+a request limit): it compares the latency of recent requests with the latency of the
+destination unloaded, the *floor*, and estimates how many requests in flight only queue:
 
     queued = in_flight * (1 - floor / latency)
 
-Requests are judged a *round* at a time (about one round trip: the answers to requests
-sent since the last change of the limit, at least half the limit of them), on the
-round's mean latency and mean concurrency, Little's law made into a rule:
+Requests are judged a *round* at a time: the answers to as many requests as the limit
+allows (or as were in flight, if fewer), all sent since the limit last changed, so about
+one round trip. A round's latency is its mean, less twice its standard error (noise is
+not queueing), and its concurrency the mean number in flight at each answer:
 
 - *grow* while fewer than ``alpha`` requests queue and the limit was used in full (an
-  idle limit proves nothing): double it in the first rounds (slow start), then add its
-  square root a round;
+  idle limit proves nothing): by half (slow start) up to the *threshold*, the last limit
+  that queued beyond ``beta`` (none at first), then by what is left to ``alpha`` queued
+  requests, at least one;
 - *hold* between ``alpha`` and ``beta`` queued requests;
 - *shrink* beyond ``beta``, to the concurrency the destination served without queueing
-  plus ``alpha`` (at most by half a round);
+  plus ``alpha``, by a quarter a round at most: at once if the limit just grew, else
+  when a second round in a row says so (one slow round may be a hiccup of a busy
+  machine, which fewer requests would not cure);
 - *back off* when the destination throttles or a request times out: halve the limit,
-  once per round trip (a request already in flight when the limit last shrank does not
-  shrink it again), and leave slow start.
+  once per round trip (a request sent before the limit last shrank does not shrink it
+  again), and make that the threshold; growing back, add one a round from 80% of the
+  limit it was throttled at, up to that limit.
 
-``alpha`` is 2 requests or a tenth of the concurrency, ``beta`` 4 or three tenths,
-whichever is more: at most a few requests wait at a destination that queues, and at high
-concurrency the noise of a busy client's event loop does not read as a queue. A
-destination serving C requests at a time at latency S so settles near C + 2 in flight,
-and its requests take about S * (C + 2) / C.
+``alpha`` is one request or a tenth of the concurrency, ``beta`` two or a fifth,
+whichever is more: a few requests wait at a destination that queues, and at high
+concurrency the noise of a busy machine does not read as a queue. A destination serving
+C requests at a time at latency S so settles near 1.1 to 1.25 C in flight, its requests
+taking 1.1 to 1.25 S.
 
-The floor is the lowest mean latency of a round; only requests carrying at least half
-a full batch count, since a small request (a retry, the last of the input) is faster
-than the batches it would be compared with. A floor not seen again for ``FLOOR_TTL_S``
-may be stale (the destination got slower for good, or a queue stood all along): the
-next round then runs at half the limit and its mean latency becomes the floor.
+The floor is the lowest mean latency of a round, and only requests carrying at least half
+a full batch are judged at all: a small request (a retry, the end of the input) is faster
+than the batches it would be compared with. A floor goes stale (the destination got
+slower for good, or a queue stood since the start, or the machine is busier), so it is
+*probed*: after the first round and every ``PROBE_EVERY`` rounds, and at once when
+shrinking the limit did not bring latency down, a round runs at half the limit and its
+latency becomes the floor. While halving lowers latency by a tenth or more (the round
+before still queued), the probe goes on at half again, at most ``PROBE_DEPTH`` times;
+then the limit returns to what it was.
 
 ``adaptive=False`` pins the limit at ``maximum``.
 """
@@ -61,28 +70,38 @@ class ConcurrencyLimiter:
     """
 
     INITIAL = 16
-    BACKOFF = 0.5
     SLOW_START_FACTOR = 1.5
-    ALPHA, ALPHA_SHARE = 2.0, 0.1
-    BETA, BETA_SHARE = 4.0, 0.2
-    NOISE = 2.0  # standard errors of a round's mean latency read as noise, not queueing
+    ALPHA, ALPHA_SHARE = 1.0, 0.1
+    BETA, BETA_SHARE = 2.0, 0.2
+    NOISE = 1.0  # standard errors of a round's mean latency read as noise, not queueing
+    SHRINK_LIMIT = 0.75  # one round's latency takes at most a quarter off the limit
+    BACKOFF = 0.5  # a throttle or a timeout halves it
+    UNHELPED = 0.95  # a shrink that lowers latency by less than this was not about queues
     FIRST_PROBE, PROBE_EVERY = 1, 50  # rounds
+    PROBE_LOWER = 0.9  # a probe round this much faster than the one before probes lower
+    PROBE_DEPTH = 4  # halvings
+    CLOSE_TO_CONGESTION = 0.8  # from this share of the last throttled limit, grow by one
 
     __slots__ = (
         "adaptive",
         "floor",
         "limit",
         "maximum",
-        "slow_start",
+        "threshold",
+        "_congested_at",
         "_in_flight_sum",
         "_last_decrease",
+        "_last_mean",
         "_latency_squares",
         "_latency_sum",
         "_peak",
-        "_probe_saved",
-        "_rounds_to_probe",
+        "_grew",
+        "_probe",
+        "_queued_last",
         "_round_start",
+        "_rounds_to_probe",
         "_samples",
+        "_shrunk_at",
         "_value",
     )
 
@@ -91,11 +110,18 @@ class ConcurrencyLimiter:
         self.adaptive = adaptive
         self._value = float(min(self.maximum, max(1, initial)) if adaptive else self.maximum)
         self.limit = int(self._value)
-        self.slow_start = True
+        self.threshold = math.inf  # slow start below it
         self.floor: float | None = None  # seconds
-        self._rounds_to_probe = self.FIRST_PROBE
         self._last_decrease = -math.inf
-        self._probe_saved: float | None = None
+        self._congested_at = 0.0  # the limit the destination last throttled at
+        self._last_mean = 0.0
+        self._shrunk_at: float | None = None  # mean latency of the round that shrank it
+        self._rounds_to_probe = self.FIRST_PROBE
+        # while probing: the limit to return to, the last round's mean latency and how
+        # many times the limit was halved
+        self._probe: tuple[float, float, int] | None = None
+        self._grew = True  # the last decision raised the limit (the first round counts)
+        self._queued_last = False  # the last round queued beyond ``beta``
         self._round_start = -math.inf
         self._samples = 0
         self._latency_sum = 0.0
@@ -131,10 +157,11 @@ class ConcurrencyLimiter:
         """The destination throttled a request sent at ``started``, or it timed out."""
         if not self.adaptive or started <= self._last_decrease:
             return
-        value = self._probe_saved if self._probe_saved is not None else self._value
-        self._probe_saved = None
+        value = self._probe[0] if self._probe is not None else self._value
+        self._probe = None
         self._last_decrease = now
-        self.slow_start = False
+        self._congested_at = value
+        self.threshold = value * self.BACKOFF
         self._set(value * self.BACKOFF, now)
 
     # ------------------------------------------------------------------ rounds
@@ -142,51 +169,69 @@ class ConcurrencyLimiter:
     def _end_round(self, now: float) -> None:
         count = self._samples
         mean = self._latency_sum / count
+        if self._probe is not None:
+            self._end_probe_round(mean, now)
+            return
         variance = max(0.0, self._latency_squares / count - mean * mean)
-        # The round's latency less its noise: only queueing beyond the noise counts.
         latency = max(mean - self.NOISE * math.sqrt(variance / count), 0.0)
         in_flight = self._in_flight_sum / count
         used_in_full = self._peak >= self.limit
-        if self._probe_saved is not None:
-            self.floor = mean
-            value, self._probe_saved = self._probe_saved, None
-            self._set(value, now)
-            return
         if self.floor is None or mean < self.floor:
             self.floor = mean
+        if self._shrunk_at is not None and mean >= self._shrunk_at * self.UNHELPED:
+            # Fewer requests, no less latency: it rose for another reason (a slower
+            # destination, a busier machine), and the floor is out of date.
+            self._rounds_to_probe = 0
+        self._shrunk_at = None
+        self._last_mean = mean
         self._rounds_to_probe -= 1
         if self._rounds_to_probe <= 0 and self.limit > 1:
             self._rounds_to_probe = self.PROBE_EVERY
-            self._probe_saved = self._value
+            self._probe = (self._value, mean, 1)
             self._set(self._value / 2, now)
             return
-        self._set(self._next_value(latency, in_flight, used_in_full), now)
+        self._set(self._next_value(mean, latency, in_flight, used_in_full), now)
 
-    def _next_value(self, latency: float, in_flight: float, used_in_full: bool) -> float:
+    def _end_probe_round(self, mean: float, now: float) -> None:
+        assert self._probe is not None
+        saved, previous, depth = self._probe
+        self.floor = mean
+        if mean < previous * self.PROBE_LOWER and depth < self.PROBE_DEPTH and self.limit > 1:
+            # Halving lowered latency: the round before queued; so may this one.
+            self._probe = (saved, mean, depth + 1)
+            self._set(self._value / 2, now)
+            return
+        self._probe = None
+        self._set(saved, now)
+
+    def _next_value(
+        self, mean: float, latency: float, in_flight: float, used_in_full: bool
+    ) -> float:
         assert self.floor is not None
         value = self._value
         queued = in_flight * max(0.0, 1 - self.floor / latency) if latency > 0 else 0.0
         alpha = max(self.ALPHA, self.ALPHA_SHARE * in_flight)
         beta = max(self.BETA, self.BETA_SHARE * in_flight)
-        if queued > beta:
-            self.slow_start = False
+        grew, self._grew = self._grew, False
+        queued_last, self._queued_last = self._queued_last, queued > beta
+        if queued > beta and (grew or queued_last):  # one round alone may be a hiccup
+            self.threshold = value
+            self._shrunk_at = mean
             served = in_flight - queued  # what the destination took without queueing
-            return max(value / 2, min(value, served + alpha))
-        if queued >= alpha:
-            self.slow_start = False
+            return max(value * self.SHRINK_LIMIT, min(value, served + alpha))
+        if queued >= alpha or not used_in_full:
             return value
-        if not used_in_full:
-            return value
-        if self.slow_start:
+        self._grew = True
+        if value * self.SLOW_START_FACTOR <= self.threshold:
             return value * self.SLOW_START_FACTOR
+        if self.CLOSE_TO_CONGESTION * self._congested_at <= value <= self._congested_at:
+            return value + 1.0  # carefully, near where the destination last throttled
         return value + max(1.0, alpha - queued)
 
     def _set(self, value: float, now: float) -> None:
         """Take a new limit and start a new round."""
         self._value = min(float(self.maximum), max(1.0, value))
         self.limit = int(self._value)
-        if self.limit >= self.maximum:
-            self.slow_start = False
         self._round_start = now
         self._samples = 0
         self._latency_sum = 0.0

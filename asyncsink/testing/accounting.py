@@ -52,6 +52,9 @@ class FaultServerStats:
         resets: connections reset without a response.
         timeouts: requests left unanswered until the client gave up or ``hang_s`` passed.
         connections: connections accepted, control connections included.
+        queue_waits_ms: with ``Faults.capacity``, how long each ingest request waited in
+            line for a slot, in milliseconds, in the order they got one (empty without).
+        max_waiting: with ``Faults.capacity``, the most requests waiting in line at once.
     """
 
     requests: int = 0
@@ -67,6 +70,8 @@ class FaultServerStats:
     resets: int = 0
     timeouts: int = 0
     connections: int = 0
+    queue_waits_ms: tuple[float, ...] = ()
+    max_waiting: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """The snapshot as a JSON-ready dict (what ``GET /_control/stats`` returns)."""
@@ -80,6 +85,7 @@ class FaultServerStats:
         values = dict(data)
         statuses = {int(status): int(count) for status, count in values["statuses"].items()}
         values["statuses"] = MappingProxyType(dict(sorted(statuses.items())))
+        values["queue_waits_ms"] = tuple(values.get("queue_waits_ms", ()))
         return cls(**values)
 
 
@@ -109,6 +115,9 @@ class Ledger:
         self.resets = 0
         self.timeouts = 0
         self.connections = 0
+        self.queue_waits: list[float] = []  # seconds, one per request that took a slot
+        self.waiting = 0
+        self.max_waiting = 0
         self.ids: list[Hashable] = []
         self._seen: set[Hashable] = set()
         self._folded = 0
@@ -147,4 +156,6 @@ class Ledger:
             resets=self.resets,
             timeouts=self.timeouts,
             connections=self.connections,
+            queue_waits_ms=tuple(wait * 1000 for wait in self.queue_waits),
+            max_waiting=self.max_waiting,
         )

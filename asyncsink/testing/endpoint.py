@@ -277,8 +277,22 @@ class FaultEndpoint:
         slots = self._slots
         if slots is None:
             return await self._ingest(request)
-        async with slots:
+        ledger = self.ledger
+        queued = asyncio.get_running_loop().time()
+        if slots.locked():  # every slot taken: wait in line
+            ledger.waiting += 1
+            ledger.max_waiting = max(ledger.max_waiting, ledger.waiting)
+            try:
+                await slots.acquire()
+            finally:
+                ledger.waiting -= 1
+        else:
+            await slots.acquire()
+        try:
+            ledger.queue_waits.append(asyncio.get_running_loop().time() - queued)
             return await self._ingest(request)
+        finally:
+            slots.release()
 
     async def _ingest(self, request: Request) -> _Response | _Drop:
         """Answer an ingest request in the order the ``fault_server`` docstring gives."""

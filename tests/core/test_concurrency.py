@@ -142,8 +142,8 @@ def test_shrinks_when_latency_rises_as_the_destination_loses_capacity() -> None:
     assert max(run.limits_after(1.0)) >= 64
     run.destination = Queueing(16, 20 * MS)
     run.until(4.0)
-    assert max(run.limits_after(2.5)) <= 24
-    assert run.p99_after(2.5) < 2 * 20 * MS
+    assert max(run.limits_after(3.0)) <= 24  # at most a quarter less a round trip
+    assert run.p99_after(3.0) < 2 * 20 * MS
 
 
 def test_relearns_its_floor_when_the_destination_gets_slower_for_good() -> None:
@@ -165,14 +165,14 @@ def test_halves_when_throttled_and_once_per_round_trip() -> None:
     assert limiter.limit == 8
     limiter.on_congestion(started=0.025, now=0.05)  # sent after it: a new one
     assert limiter.limit == 4
-    assert not limiter.slow_start
+    assert limiter.threshold == 4  # no slow start back up
 
 
 def test_keeps_below_a_destination_that_throttles_beyond_its_allowance() -> None:
     run = Run(adaptive(128), Throttling(20 * MS, allowed=24)).until(5.0)
     settled = run.limits_after(1.0)
     assert max(settled) <= 28  # a round trip of growth past the allowance, then halved
-    assert sum(12 <= limit <= 25 for limit in settled) / len(settled) > 0.9
+    assert sum(12 <= limit <= 25 for limit in settled) / len(settled) > 0.8
     answered = sum(1 for at, _ in run.latencies if at >= 1.0)
     assert answered / 4.0 > 0.6 * 24 / (20 * MS)  # most of what the allowance permits
     assert run.throttled < 0.2 * len(run.latencies)
@@ -203,12 +203,14 @@ def test_small_requests_teach_nothing() -> None:
     assert limiter.limit == 16
 
 
-def test_learns_its_floor_from_a_round_at_half_the_limit_first() -> None:
+def test_learns_its_floor_from_rounds_at_half_the_limit_until_latency_stops_falling() -> None:
     limiter = adaptive(128)
     answer_round(limiter, started=0.0, latency=0.05)  # a first round, slowed by warming up
     assert limiter.limit == 8  # the floor probe: one round at half the limit
     answer_round(limiter, started=0.05, latency=0.02)
-    assert (limiter.limit, limiter.floor) == (16, pytest.approx(0.02))
+    assert limiter.limit == 4  # latency fell with the limit: there was a queue; lower
+    answer_round(limiter, started=0.07, latency=0.0195)
+    assert (limiter.limit, limiter.floor) == (16, pytest.approx(0.0195))  # found: back
 
 
 def test_answers_to_requests_sent_before_the_limit_changed_are_not_judged() -> None:
@@ -220,6 +222,16 @@ def test_answers_to_requests_sent_before_the_limit_changed_are_not_judged() -> N
     for _ in range(100):  # late answers of the old round, however slow, do not count
         limiter.on_response(started=0.04, now=0.5, in_flight=24)
     assert limiter.limit == 24
+
+
+def test_latency_that_does_not_fall_when_the_limit_shrinks_is_relearned_as_the_floor() -> None:
+    run = Run(adaptive(128), Fixed(20 * MS)).until(1.0)
+    assert run.limiter.limit == 128
+    run.destination = Fixed(30 * MS)  # slower, but no queue: the limit is not the cause
+    run.until(1.5)
+    assert run.limiter.floor == pytest.approx(30 * MS)
+    assert min(run.limits_after(1.0)) >= 128 // 4  # a shrink, then a probe at half
+    assert run.first_time_at(128, after=1.05) < 1.5
 
 
 def answer_round(limiter: ConcurrencyLimiter, *, started: float, latency: float) -> None:

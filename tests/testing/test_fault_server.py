@@ -71,7 +71,7 @@ async def test_latency_delays_the_response(
 
 
 async def test_capacity_serves_that_many_at_once_and_queues_the_rest(
-    fault_server: FaultServer,
+    fault_server: FaultServer, http_client: httpx.AsyncClient
 ) -> None:
     fault_server.set_faults(Faults(latency_ms=100, capacity=4))
     limits = httpx.Limits(max_connections=12)
@@ -92,7 +92,15 @@ async def test_capacity_serves_that_many_at_once_and_queues_the_rest(
     assert 0.09 <= finished[0] and finished[3] < 0.19
     assert 0.19 <= finished[4] and finished[7] < 0.29
     assert 0.29 <= finished[8]
-    assert fault_server.stats().entries_received == 24
+    stats = fault_server.stats()
+    assert stats.entries_received == 24
+    assert stats.max_waiting == 8
+    waits = sorted(stats.queue_waits_ms)
+    assert len(waits) == 12 and waits[3] < 10 and 90 <= waits[4] and 190 <= waits[8] < 290
+    fault_server.set_faults(Faults())
+    fault_server.reset()
+    assert (await http_client.post(fault_server.ingest_url, json=batch("n", 1))).status_code == 200
+    assert (fault_server.stats().max_waiting, fault_server.stats().queue_waits_ms) == (0, ())
 
 
 async def test_throttle_answers_429_or_503_with_retry_after_and_applies_nothing(
