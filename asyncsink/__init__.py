@@ -1,8 +1,8 @@
 """asyncsink: a generic async sink framework for Apache Spark.
 
-Subclass ``AsyncSinkWriter`` for a destination, or use a shim from ``sinks``; run it from
-``foreachBatch``, ``foreachPartition`` or a Spark Python data source with
-``asyncsink.spark``.
+Subclass ``AsyncSinkWriter`` for a destination, or use a built-in sink (HTTP, Kinesis,
+Elasticsearch; ``register_sink`` adds yours); run it from ``foreachBatch``,
+``foreachPartition`` or a Spark Python data source with ``asyncsink.spark``.
 """
 
 from .dead_letter import DeadLetter, JsonLinesDeadLetter
@@ -29,7 +29,7 @@ from .request import CallInfo, SubmitResult, current_call, idempotency_key
 from .retry import ErrorKind
 from .stats import LatencyHistogram, WriterStatistics
 from .stores.base import RecordStore, Scope
-from .writer import AsyncSinkWriter, WriterSnapshot
+from .writer import AsyncSinkWriter
 
 __version__ = "0.1.0"
 
@@ -60,7 +60,6 @@ __all__ = [
     "SparkSetupError",
     "SubmitResult",
     "ThrottledError",
-    "WriterSnapshot",
     "WriterStatistics",
     "WriterStateError",
     "current_call",

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from sinks import sink_names
+from asyncsink.sinks import sink_names
 
 __all__ = ["main"]
 

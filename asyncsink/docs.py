@@ -27,7 +27,7 @@ from pathlib import Path
 
 import orjson
 
-from sinks import sink_names, sink_options
+from asyncsink.sinks import sink_names, sink_options
 
 from .options import OptionSpec, SinkOptions, option_specs
 from .spark.spec import DurableOptions

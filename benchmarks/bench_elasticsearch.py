@@ -5,7 +5,7 @@ benchmark) in ``_bulk`` requests of 500 into the Elasticsearch-compatible test e
 (``ElasticsearchServer``, in its own process, on 127.0.0.1, no faults), first with 20 ms of
 server latency per request, then with none:
 
-- asyncsink: the Elasticsearch sink (``sinks.elasticsearch.create_writer``) with its
+- asyncsink: the Elasticsearch sink (``asyncsink.sinks.elasticsearch.create_writer``) with its
   defaults (16 requests in flight, AIMD rate limiting, per-item results read from each
   answer) and ``maxBatchSize`` 500;
 - bulk helper: ``elasticsearch.helpers.async_streaming_bulk`` on an ``AsyncElasticsearch``
@@ -57,8 +57,8 @@ from sides import (
     rotating_rounds,
 )
 
+from asyncsink.sinks.elasticsearch import create_writer
 from asyncsink.testing.es_server import ElasticsearchServer, EsFaults
-from sinks.elasticsearch import create_writer
 
 BATCH = 500
 INDEX = "bench"

@@ -4,7 +4,7 @@ Both sides deliver the same JSON records (~85 bytes each, partition key = the ``
 field) in PutRecords requests of 500 to a local kinesalite emulator on 127.0.0.1 (started
 here with the demo's launcher, stopped at the end; dummy credentials):
 
-- asyncsink: the Kinesis sink (``sinks.kinesis.create_writer``, aiobotocore) with its
+- asyncsink: the Kinesis sink (``asyncsink.sinks.kinesis.create_writer``, aiobotocore) with its
   defaults (16 requests in flight, AIMD rate limiting, failed records retried on their
   own); a writer per run, on one event loop in a background thread kept across runs, as
   the Spark runner keeps one per Python worker (runs share the aiobotocore client, as
@@ -63,7 +63,7 @@ from sides import (
 
 from asyncsink.demo.destinations import destination_for
 from asyncsink.demo.settings import DemoSettings
-from sinks.kinesis import create_writer
+from asyncsink.sinks.kinesis import create_writer
 
 BATCH = 500
 TARGET = 2.0

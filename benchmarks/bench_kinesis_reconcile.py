@@ -38,8 +38,8 @@ from bench_kinesis import CREDENTIALS, REGION, Streams, kinesalite
 from sides import make_entries
 
 from asyncsink import CallLog, Scope
+from asyncsink.sinks.kinesis import KinesisWriter, create_writer
 from asyncsink.stores.sqlite import SQLiteStore
-from sinks.kinesis import KinesisWriter, create_writer
 
 TIMEOUT = "2s"  # requestTimeoutMs: how long the retry waits before it reads
 SKEW = "200ms"  # reconcileClockSkewMs
@@ -118,7 +118,7 @@ def normal_path(
 async def lose_then_replay(
     url: str, stream: str, entries: list[dict[str, Any]], folder: str, lose_at: int
 ) -> KinesisWriter:
-    from sinks.kinesis.clients import ClientSettings, get_client
+    from asyncsink.sinks.kinesis.clients import ClientSettings, get_client
 
     store = SQLiteStore(Path(folder) / "scan.db")
     client = await get_client(ClientSettings(region=REGION, endpoint_url=url, **CREDENTIALS))

@@ -29,7 +29,7 @@ import anyio
 import orjson
 
 from asyncsink import AsyncSinkWriter, SinkOptions
-from sinks.http import JsonEntryEncoder
+from asyncsink.sinks.http import JsonEntryEncoder
 
 GOAL_MB = 50.0
 

@@ -65,8 +65,7 @@ class SinkEntry:
             if not self.install_hint or (exc.name and module_name.startswith(exc.name)):
                 raise  # the sink's own module is missing: not an optional package
             raise ImportError(
-                f"sink {self.name!r} needs a package that is missing ({exc}): "
-                f"{self.install_hint}"
+                f"sink {self.name!r} needs a package that is missing ({exc}): {self.install_hint}"
             ) from exc
 
 
@@ -75,20 +74,20 @@ _SINKS: dict[str, SinkEntry] = {
     for entry in (
         SinkEntry(
             "http",
-            "sinks.http:create_writer",
-            "sinks.http:HttpOptions",
+            "asyncsink.sinks.http:create_writer",
+            "asyncsink.sinks.http:HttpOptions",
             "pip install asyncsink",
         ),
         SinkEntry(
             "kinesis",
-            "sinks.kinesis:create_writer",
-            "sinks.kinesis:KinesisOptions",
+            "asyncsink.sinks.kinesis:create_writer",
+            "asyncsink.sinks.kinesis:KinesisOptions",
             "pip install asyncsink[kinesis]",
         ),
         SinkEntry(
             "elasticsearch",
-            "sinks.elasticsearch:create_writer",
-            "sinks.elasticsearch:ElasticsearchOptions",
+            "asyncsink.sinks.elasticsearch:create_writer",
+            "asyncsink.sinks.elasticsearch:ElasticsearchOptions",
             "pip install asyncsink",
         ),
     )

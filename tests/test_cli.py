@@ -22,8 +22,8 @@ from asyncsink.demo.destinations import _DESTINATIONS
 from asyncsink.demo.run import streaming_line
 from asyncsink.docs import options_table
 from asyncsink.options import option_specs
+from asyncsink.sinks import sink_entry, sink_names, sink_options
 from asyncsink.spark import DurableOptions
-from sinks import sink_entry, sink_names, sink_options
 
 
 def importable(sink: str) -> bool:
@@ -143,7 +143,7 @@ def test_python_dash_m_runs_the_command_line() -> None:
 
 def test_demo_writer_outside_a_spark_task_is_the_plain_shim_writer(tmp_path: Path) -> None:
     from asyncsink.demo import create_demo_writer
-    from sinks.http import HttpWriter
+    from asyncsink.sinks.http import HttpWriter
 
     options = {"DEMOSINK": "http", "url": "http://127.0.0.1:9/ingest", "maxBatchSize": "7",
                "demoKillAtRequest": "2", "demoKillMarker": str(tmp_path / "m")}  # fmt: skip

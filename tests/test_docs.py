@@ -17,8 +17,8 @@ from asyncsink.docs import (
     update_readme,
 )
 from asyncsink.options import Options, SinkOptions, option, option_specs
+from asyncsink.sinks import sink_entry, sink_names, sink_options
 from asyncsink.spark import DurableOptions
-from sinks import sink_entry, sink_names, sink_options
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

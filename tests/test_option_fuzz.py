@@ -16,9 +16,9 @@ import pytest
 
 from asyncsink import OptionError
 from asyncsink.options import OptionSpec, SinkOptions, option_specs
+from asyncsink.sinks import sink_names, sink_options
 from asyncsink.spark import SinkSpec, foreach_batch
 from asyncsink.spark.spec import DurableOptions
-from sinks import sink_names, sink_options
 
 BASE: dict[str, dict[str, Any]] = {
     "http": {"url": "http://127.0.0.1:8080/in"},
@@ -179,11 +179,15 @@ def test_negative_numbers_state_the_minimum() -> None:
     assert str(error) == "option 'maxInFlightRequests': got -3, expected an integer >= 1"
 
 
-def test_foreach_batch_fails_at_declaration_and_no_spark_context_exists() -> None:
+def test_foreach_batch_fails_at_declaration_and_starts_no_spark_job() -> None:
     pyspark = pytest.importorskip("pyspark")
+    context = pyspark.SparkContext._active_spark_context  # the suite's session, if it ran
+    jobs = set(context.statusTracker().getJobIdsForGroup()) if context is not None else set()
     for sink, options in BASE.items():
         with pytest.raises(OptionError, match="did you mean 'maxBatchSize'"):
             foreach_batch(sink, {**options, "maxBatchSise": "10"}, sink_id="fuzz")
         with pytest.raises(OptionError, match="maxInFlightRequests.*>= 1"):
             foreach_batch(sink, {**options, "maxInFlightRequests": "-3"}, sink_id="fuzz")
-    assert pyspark.SparkContext._active_spark_context is None
+    assert pyspark.SparkContext._active_spark_context is context  # none was started
+    if context is not None:
+        assert set(context.statusTracker().getJobIdsForGroup()) == jobs

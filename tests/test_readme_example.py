@@ -34,7 +34,7 @@ def code_blocks(section: str) -> list[str]:
 
 @pytest.fixture
 def example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    program, factory, _ = code_blocks("Write your own destination")
+    program, factory = code_blocks("Write your own destination")[:2]
     (tmp_path / "webhook.py").write_text(program)
     (tmp_path / "webhook_spark.py").write_text(factory)
     monkeypatch.syspath_prepend(str(tmp_path))

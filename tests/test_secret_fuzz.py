@@ -28,13 +28,13 @@ import pytest
 from asyncsink import AsyncSinkError, DeadLetter, OptionError, Scope
 from asyncsink.masking import mask_url
 from asyncsink.options import SinkOptions, option_specs
+from asyncsink.sinks.elasticsearch import ElasticsearchOptions
+from asyncsink.sinks.http import HttpOptions
+from asyncsink.sinks.kinesis import KinesisOptions
 from asyncsink.spark import SinkSpec
 from asyncsink.spark.runner import run_partition
 from asyncsink.spark.spec import DurableOptions
 from asyncsink.stores import open_store
-from sinks.elasticsearch import ElasticsearchOptions
-from sinks.http import HttpOptions
-from sinks.kinesis import KinesisOptions
 
 MARK = "Zq7mark"
 SECRETS = {

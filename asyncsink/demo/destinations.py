@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from sinks import sink_factory
+from asyncsink.sinks import sink_factory
 
 from .settings import DemoSettings
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from sinks import sink_factory
+from asyncsink.sinks import sink_factory
 
 from ..writer import AsyncSinkWriter
 

@@ -41,7 +41,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from sinks.registry import SinkEntry, sink_entry, sink_names
+from asyncsink.sinks.registry import SinkEntry, sink_entry, sink_names
 
 from ..durable.completion import ScopeSummary
 from ..stats import WriterStatistics

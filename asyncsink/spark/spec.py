@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sinks.registry import SinkEntry, load_path, sink_entry
+from asyncsink.sinks.registry import SinkEntry, load_path, sink_entry
 
 from ..errors import OptionError
 from ..options import Options, SinkOptions, option, option_specs, parse_options, raise_unknown

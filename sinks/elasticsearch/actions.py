@@ -1,7 +1,7 @@
 """Rows to bulk entries, and bulk entries to NDJSON ``_bulk`` bodies.
 
 Each written row is encoded once, when the writer accepts it (with the HTTP sink's JSON
-rules, ``sinks.http.encoding``): its source line and as much of its action line as is
+rules, ``asyncsink.sinks.http.encoding``): its source line and as much of its action line as is
 known then. A document id derived from the call (see ``document_id``) is only known when
 the request is made, so such an entry keeps its action line in two pieces and the id goes
 between them as the body is joined::
@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from sinks.http.encoding import JsonEntryEncoder
+from asyncsink.sinks.http.encoding import JsonEntryEncoder
 
 from .options import ElasticsearchOptions
 

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from asyncsink.errors import OptionError
 from asyncsink.options import Options, option
-from sinks.http.client import ClientOptions, check_http_url
+from asyncsink.sinks.http.client import ClientOptions, check_http_url
 
 __all__ = ["ElasticsearchOptions", "Operation"]
 

@@ -14,8 +14,8 @@ import orjson
 from asyncsink.errors import FatalError, OptionError, RetryableError
 from asyncsink.options import SinkOptions, parse_options, raise_unknown
 from asyncsink.request import CallInfo, SubmitResult, current_call
-from sinks.http.classify import error_for_transport, parse_retry_after
-from sinks.http.client import HttpClientWriter, gzip_compress, open_client
+from asyncsink.sinks.http.classify import error_for_transport, parse_retry_after
+from asyncsink.sinks.http.client import HttpClientWriter, gzip_compress, open_client
 
 from .actions import BulkEntry, EntryBuilder, bulk_body, document_id
 from .hosts import HostPool
@@ -52,7 +52,7 @@ class ElasticsearchWriter(HttpClientWriter[Any, BulkEntry]):
     The writer opens one ``httpx.AsyncClient`` for all nodes when entered and closes it
     when it leaves, unless a ``client`` is given (then it is used and left open); while
     open, its credentials are kept out of the log records of httpx, httpcore, hpack and
-    asyncsink (see ``sinks.http.client``). With ``refresh``, the written indices are
+    asyncsink (see ``asyncsink.sinks.http.client``). With ``refresh``, the written indices are
     refreshed once everything was delivered, before the scope is recorded as complete.
 
     Args:
@@ -135,7 +135,7 @@ class ElasticsearchWriter(HttpClientWriter[Any, BulkEntry]):
         Raises:
             ThrottledError: 429 or 503 for the whole request.
             RetryableError: 408 or 5xx, a timeout, or no node could be connected to.
-            FatalError: 401, 403, 404, 413 or another refusal; see ``sinks.elasticsearch.
+            FatalError: 401, 403, 404, 413 or another refusal; see ``asyncsink.sinks.elasticsearch.
                 results``.
         """
         call = current_call()

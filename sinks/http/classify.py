@@ -21,7 +21,7 @@ item *i* (``{"status": 201}``, ``{"status": 400, "error": "..."}``, or the same 
 in a one-key object as Elasticsearch does) is entry *i*'s fate: 2xx delivered; 408, 409,
 425, 429 and 5xx retried (throttled for 429 and 503); any other status rejects the entry
 as a bad record, with the item's error as reason. Such a body is read by the rule of
-``sinks.http.answer``: a JSON answer cut short is retried, items that do not match the
+``asyncsink.sinks.http.answer``: a JSON answer cut short is retried, items that do not match the
 request fail the writer, and no entry counts as delivered on an answer that does not say
 so. A 2xx without items (``204``, ``OK``, ``{"accepted": 3}``) means every entry landed.
 """
@@ -187,7 +187,7 @@ def parse_items(
         RetryableError: the body should be JSON (by its ``content_type``, or by its look
             when it has none) and cannot be parsed: cut short on the way?
         FatalError: the body says some entries failed but does not say which, or its items
-            do not match the request (see ``sinks.http.answer``).
+            do not match the request (see ``asyncsink.sinks.http.answer``).
     """
     payload = load_answer(content, content_type=content_type, what=what)
     items = read_items(payload, count, what=what)

@@ -281,7 +281,7 @@ def open_client(
     """An ``httpx.AsyncClient`` for a writer: a pool of ``connections`` connections, no
     redirects followed, and certificates verified (against ``ca_bundle`` if given) when
     ``tls_verify`` is on and any of ``urls`` is https. Its HTTP/1.1 requests go through
-    aiohttp (see ``sinks.http.transport``) unless a ``transport`` is given; with
+    aiohttp (see ``asyncsink.sinks.http.transport``) unless a ``transport`` is given; with
     ``http2``, httpx's own stack offers HTTP/2.
 
     Raises:

@@ -20,7 +20,7 @@ How values are encoded:
 
 Map keys that would become the same JSON key (``{1: "a", "1": "b"}``) are refused, as a
 value that cannot be encoded is: one of the two values would be lost (see
-``sinks.json_keys``).
+``asyncsink.sinks.json_keys``).
 
 A value that cannot be encoded raises ``EntryEncodingError`` naming the field that holds it
 (``order.lines[2].price``); the writer turns that into a bad record with its position.
@@ -37,7 +37,7 @@ from typing import Any, Literal
 
 import orjson
 
-from sinks.json_keys import key_collision
+from asyncsink.sinks.json_keys import key_collision
 
 __all__ = ["EntryEncodingError", "JsonEntryEncoder", "frame_json", "frame_ndjson"]
 

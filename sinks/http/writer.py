@@ -34,12 +34,12 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
     """Delivers rows to an HTTP endpoint: each request carries a batch of entries as a
     JSON array (or NDJSON, or a body of the user's making).
 
-    Every element is encoded once, when written (see ``sinks.http.encoding``), and a
+    Every element is encoded once, when written (see ``asyncsink.sinks.http.encoding``), and a
     request's body is its entries joined. Each request carries the call's idempotency key
     (``Idempotency-Key`` by default), the same on every re-send of that call, so an
     endpoint that honours the header drops the duplicates that retries after timeouts and
     lost responses would otherwise create. Answers are judged by status and, on 2xx, by
-    per-entry items (see ``sinks.http.classify``): only failed entries are re-sent, and
+    per-entry items (see ``asyncsink.sinks.http.classify``): only failed entries are re-sent, and
     entries the endpoint refuses are bad records.
 
     The writer opens one ``httpx.AsyncClient`` when entered (its pool holds
@@ -47,7 +47,7 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
     Python workers, so a runner may instead pass a ``client`` it caches per process: the
     writer then uses it (adding its headers and timeouts to each request) and leaves it
     open. While open, the writer keeps its credentials out of the log records of httpx,
-    httpcore, hpack and asyncsink (see ``sinks.http.client``).
+    httpcore, hpack and asyncsink (see ``asyncsink.sinks.http.client``).
 
     Args:
         http: where and how to send.
@@ -130,7 +130,7 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
         """POST/PUT one batch; the entries to retry or reject come from the answer.
 
         Raises:
-            RetryableError, ThrottledError, FatalError: see ``sinks.http.classify``.
+            RetryableError, ThrottledError, FatalError: see ``asyncsink.sinks.http.classify``.
         """
         body = self._frame(entries)
         size = len(body)

@@ -9,8 +9,9 @@ Each row is stored once with ``sinkId``, although PutRecords takes no idempotenc
 retried task skips what the lost attempt saw acknowledged, and settles the requests it
 left without an answer by reading the shards their records map to, sending only the
 records the stream does not hold (``reconcileByReading``, on by default; see
-``sinks.kinesis.reconcile``). A scan that runs out of its budget (``reconcileTimeBudgetMs``,
-``reconcileByteBudget``) re-sends its requests as they were, at least once, and the
+``asyncsink.sinks.kinesis.reconcile``). A scan that runs out of its budget
+(``reconcileTimeBudgetMs``, ``reconcileByteBudget``) re-sends its requests as they were,
+at least once, and the
 writer's statistics count them (``resent_calls``, against ``reconciled``). Within one
 attempt, a request that timed out may have been stored and is re-sent: at least once.
 

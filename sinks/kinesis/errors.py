@@ -16,7 +16,7 @@ objects, a body that is not a JSON object) surfaces as a plain ``AttributeError`
 say which records were stored.
 
 Records that fail inside an accepted request carry their own ``ErrorCode``; those are
-sorted by ``THROTTLING_CODES`` and retried one by one (see ``sinks.kinesis.answers``).
+sorted by ``THROTTLING_CODES`` and retried one by one (see ``asyncsink.sinks.kinesis.answers``).
 """
 
 from __future__ import annotations

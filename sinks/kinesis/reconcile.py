@@ -77,7 +77,7 @@ def acknowledged_detail(results: Sequence[Mapping[str, Any]], sent: int) -> dict
     """A PutRecords answer's result detail for the call records: ``s`` maps each shard to
     the highest sequence number stored in it, ``n`` is how many calls had been sent (call
     ids below ``n``) when the answer came. ``results`` are the answer's ``Records``, read
-    already (``sinks.kinesis.answers``): a result without ``ErrorCode`` holds both."""
+    already (``asyncsink.sinks.kinesis.answers``): a result without ``ErrorCode`` holds both."""
     tops: dict[str, str] = {}
     for result in results:
         shard = result.get("ShardId")

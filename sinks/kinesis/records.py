@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from sinks.json_keys import key_collision
+from asyncsink.sinks.json_keys import key_collision
 
 from .options import MAX_PARTITION_KEY_LENGTH, KinesisOptions
 

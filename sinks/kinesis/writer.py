@@ -3,7 +3,7 @@
 PutRecords has no idempotency key. With durable call records (``sinkId``), a retried task
 skips what the lost attempt saw acknowledged and, by default (``reconcileByReading``),
 settles the calls it left without an answer by reading the shards
-(``sinks.kinesis.reconcile``): each row is then stored once, unless a scan runs out of
+(``asyncsink.sinks.kinesis.reconcile``): each row is then stored once, unless a scan runs out of
 its budget (that call is re-sent as it was, and counted). Within one attempt, a request
 that timed out on the client may still have been stored, and its re-send stores its
 records again: there delivery is at least once, and consumers should tolerate duplicates.
@@ -44,15 +44,15 @@ class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
     Records that fail inside a request (their ``ErrorCode``) are retried on their own
     and shrink the in-flight window; ``ProvisionedThroughputExceededException`` counts as
     throttling. Whole-request failures are retried when transient and fail the writer at
-    once when retrying cannot help (see ``sinks.kinesis.errors``).
+    once when retrying cannot help (see ``asyncsink.sinks.kinesis.errors``).
 
-    The writer uses its process's shared client for its event loop (``sinks.kinesis.
+    The writer uses its process's shared client for its event loop (``asyncsink.sinks.kinesis.
     clients``) unless ``client`` is given, which then belongs to the caller.
 
     With a ``call_log`` and ``reconcile_by_reading`` (the default), each answer's result
     detail keeps the highest sequence number stored per shard, and the calls an earlier
     attempt left without an answer are looked up in the stream before anything of them
-    is sent again (``reconcile_entries``; see ``sinks.kinesis.reconcile``).
+    is sent again (``reconcile_entries``; see ``asyncsink.sinks.kinesis.reconcile``).
 
     Args:
         kinesis: the stream and how rows become records.
@@ -162,7 +162,7 @@ class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
         Raises:
             ThrottledError, RetryableError, FatalError: the whole request failed.
             RetryableError: the answer does not say which records were stored (see
-                ``sinks.kinesis.answers``).
+                ``asyncsink.sinks.kinesis.answers``).
         """
         reading = self._reconciler is not None
         if reading:

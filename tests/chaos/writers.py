@@ -9,7 +9,7 @@ from typing import Any
 
 from pyspark import TaskContext
 
-from sinks.http import create_writer as create_http_writer
+from asyncsink.sinks.http import create_writer as create_http_writer
 
 KILL_EVERY = "chaosKillEvery"
 """Option: kill the first attempt of partition 0 in every batch whose id is 1 modulo this."""

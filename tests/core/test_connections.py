@@ -15,7 +15,7 @@ import pytest
 
 from asyncsink import CallInfo, DeliveryError, FatalError, RetryableError, SinkOptions
 from asyncsink.connections import ConnectionFailure, connection_failure
-from sinks.http import create_writer
+from asyncsink.sinks.http import create_writer
 
 from .fakes import Destination, FakeWriter
 

@@ -9,7 +9,8 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from asyncsink import CallInfo, SinkOptions, WriterSnapshot
+from asyncsink import CallInfo, SinkOptions
+from asyncsink.writer import WriterSnapshot
 
 from .fakes import Destination, FakeWriter
 

@@ -26,9 +26,9 @@ import anyio
 import orjson
 
 from asyncsink import CallLog, Scope
+from asyncsink.sinks.kinesis import create_writer
+from asyncsink.sinks.kinesis.clients import ClientSettings, get_client
 from asyncsink.stores.sqlite import SQLiteStore
-from sinks.kinesis import create_writer
-from sinks.kinesis.clients import ClientSettings, get_client
 
 REGION = "us-east-1"
 CREDENTIALS = {"aws_access_key_id": "AKIACRASHTEST0000001", "aws_secret_access_key": "crash"}

@@ -33,17 +33,17 @@ from asyncsink import (
     SinkOptions,
     ThrottledError,
 )
-from asyncsink.stores.memory import MemoryStore
-from asyncsink.testing.es_server import ElasticsearchServer, EsFaults
-from sinks.elasticsearch import (
+from asyncsink.sinks.elasticsearch import (
     ElasticsearchOptions,
     ElasticsearchWriter,
     HostPool,
     create_writer,
     document_id,
 )
-from sinks.elasticsearch.results import error_for_response, held_by_mget, read_bulk_items
-from sinks.http.redact import Redactor
+from asyncsink.sinks.elasticsearch.results import error_for_response, held_by_mget, read_bulk_items
+from asyncsink.sinks.http.redact import Redactor
+from asyncsink.stores.memory import MemoryStore
+from asyncsink.testing.es_server import ElasticsearchServer, EsFaults
 from tests.durable.harness import Crash
 
 pytestmark = pytest.mark.anyio

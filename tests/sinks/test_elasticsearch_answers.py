@@ -13,8 +13,8 @@ import pytest
 import respx
 
 from asyncsink import CallInfo, DeliveryError, FatalError, RetryableError, SinkOptions
-from sinks.elasticsearch import ElasticsearchOptions, ElasticsearchWriter, document_id
-from sinks.elasticsearch.results import held_by_mget
+from asyncsink.sinks.elasticsearch import ElasticsearchOptions, ElasticsearchWriter, document_id
+from asyncsink.sinks.elasticsearch.results import held_by_mget
 
 pytestmark = pytest.mark.anyio
 

@@ -14,9 +14,9 @@ import pytest
 import respx
 
 from asyncsink import CallInfo, DeliveryError, FatalError, RetryableError, SinkOptions
-from sinks.http import HttpOptions, HttpWriter
-from sinks.http.classify import parse_items
-from sinks.http.redact import Redactor
+from asyncsink.sinks.http import HttpOptions, HttpWriter
+from asyncsink.sinks.http.classify import parse_items
+from asyncsink.sinks.http.redact import Redactor
 
 pytestmark = pytest.mark.anyio
 

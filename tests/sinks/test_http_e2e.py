@@ -18,9 +18,9 @@ import anyio
 import pytest
 
 from asyncsink import CallLog, FatalError, Scope, SubmitResult
+from asyncsink.sinks.http import HttpOptions, HttpWriter, create_writer
 from asyncsink.stores.memory import MemoryStore
 from asyncsink.testing import Faults, FaultServer
-from sinks.http import HttpOptions, HttpWriter, create_writer
 
 pytestmark = pytest.mark.anyio
 

@@ -17,10 +17,10 @@ import respx
 import trustme
 
 from asyncsink.errors import FatalError, RetryableError
-from sinks.http import create_writer
-from sinks.http.classify import error_for_transport
-from sinks.http.redact import Redactor
-from sinks.http.transport import AiohttpTransport
+from asyncsink.sinks.http import create_writer
+from asyncsink.sinks.http.classify import error_for_transport
+from asyncsink.sinks.http.redact import Redactor
+from asyncsink.sinks.http.transport import AiohttpTransport
 
 pytestmark = pytest.mark.anyio
 

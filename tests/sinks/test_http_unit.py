@@ -33,10 +33,16 @@ from asyncsink import (
     ThrottledError,
     WriterStateError,
 )
-from sinks.http import EntryEncodingError, HttpOptions, HttpWriter, JsonEntryEncoder, create_writer
-from sinks.http.classify import error_for_transport, parse_items, parse_retry_after
-from sinks.http.redact import Redactor
-from sinks.http.transport import AiohttpTransport
+from asyncsink.sinks.http import (
+    EntryEncodingError,
+    HttpOptions,
+    HttpWriter,
+    JsonEntryEncoder,
+    create_writer,
+)
+from asyncsink.sinks.http.classify import error_for_transport, parse_items, parse_retry_after
+from asyncsink.sinks.http.redact import Redactor
+from asyncsink.sinks.http.transport import AiohttpTransport
 
 pytestmark = pytest.mark.anyio
 

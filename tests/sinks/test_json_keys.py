@@ -15,10 +15,10 @@ import pytest
 import respx
 
 from asyncsink import BadRecordError, DeadLetter, SinkOptions
-from sinks.elasticsearch import ElasticsearchOptions, ElasticsearchWriter
-from sinks.http import EntryEncodingError, HttpOptions, HttpWriter, JsonEntryEncoder
-from sinks.kinesis import KinesisOptions, KinesisWriter
-from sinks.kinesis.records import to_json
+from asyncsink.sinks.elasticsearch import ElasticsearchOptions, ElasticsearchWriter
+from asyncsink.sinks.http import EntryEncodingError, HttpOptions, HttpWriter, JsonEntryEncoder
+from asyncsink.sinks.kinesis import KinesisOptions, KinesisWriter
+from asyncsink.sinks.kinesis.records import to_json
 
 pytestmark = pytest.mark.anyio
 

@@ -24,7 +24,7 @@ from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
 from botocore.exceptions import ClientError, ConnectionClosedError, EndpointConnectionError
 
-import sinks.kinesis as kinesis_package
+import asyncsink.sinks.kinesis as kinesis_package
 from asyncsink import (
     BadRecordError,
     DeadLetter,
@@ -36,8 +36,8 @@ from asyncsink import (
     ThrottledError,
 )
 from asyncsink.options import option_specs
-from sinks import sink_factory, sink_options
-from sinks.kinesis import (
+from asyncsink.sinks import sink_factory, sink_options
+from asyncsink.sinks.kinesis import (
     KinesisEntry,
     KinesisOptions,
     KinesisWriter,
@@ -45,7 +45,7 @@ from sinks.kinesis import (
     create_writer,
     translate_error,
 )
-from sinks.kinesis.clients import open_client_count
+from asyncsink.sinks.kinesis.clients import open_client_count
 
 pytestmark = pytest.mark.anyio
 
@@ -286,7 +286,7 @@ def test_a_spark_row_is_taken_without_importing_spark_in_the_sink() -> None:
     entry = writer.convert(spark_types.Row(name="ada", inner=spark_types.Row(n=1)))
     assert orjson.loads(entry.data) == {"name": "ada", "inner": {"n": 1}}
     assert entry.partition_key == "ada"
-    check = "import sys, sinks.kinesis; assert 'pyspark' not in sys.modules"
+    check = "import sys, asyncsink.sinks.kinesis; assert 'pyspark' not in sys.modules"
     subprocess.run([sys.executable, "-c", check], check=True, timeout=60)
 
 

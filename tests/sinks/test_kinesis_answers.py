@@ -14,7 +14,7 @@ from aiohttp import web
 from botocore.parsers import ResponseParserError
 
 from asyncsink import DeliveryError, RetryableError, SinkOptions
-from sinks.kinesis import KinesisOptions, KinesisWriter, close_clients, translate_error
+from asyncsink.sinks.kinesis import KinesisOptions, KinesisWriter, close_clients, translate_error
 
 pytestmark = pytest.mark.anyio
 

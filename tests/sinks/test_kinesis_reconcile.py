@@ -31,16 +31,16 @@ from aiobotocore.session import get_session
 from botocore.exceptions import ClientError, ReadTimeoutError
 
 from asyncsink import CallInfo, CallLog, OptionError, Scope, WriterStatistics
-from asyncsink.stores.memory import MemoryStore
-from asyncsink.stores.sqlite import SQLiteStore
-from sinks.kinesis import KinesisEntry, KinesisOptions, KinesisWriter, create_writer
-from sinks.kinesis.reconcile import (
+from asyncsink.sinks.kinesis import KinesisEntry, KinesisOptions, KinesisWriter, create_writer
+from asyncsink.sinks.kinesis.reconcile import (
     ReconcileSettings,
     StreamReconciler,
     acknowledged_detail,
     safe_starts,
 )
-from sinks.kinesis.shards import hash_key
+from asyncsink.sinks.kinesis.shards import hash_key
+from asyncsink.stores.memory import MemoryStore
+from asyncsink.stores.sqlite import SQLiteStore
 
 from .kinesis_crash import REGION, rows, spark_options
 

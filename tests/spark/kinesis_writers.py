@@ -8,7 +8,7 @@ from typing import Any
 
 from pyspark import TaskContext
 
-from sinks.kinesis import create_writer
+from asyncsink.sinks.kinesis import create_writer
 
 
 def create_killing_kinesis_writer(options: Mapping[str, Any], **kwargs: Any) -> Any:

@@ -89,8 +89,8 @@ def test_data_sources_take_arrow_batches_when_the_columns_allow(server: FaultSer
     from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter
     from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
+    from asyncsink.sinks import sink_entry
     from asyncsink.spark.datasource import data_source_for
-    from sinks import sink_entry
 
     source = data_source_for(sink_entry("http"))({"url": server.ingest_url})
     flat = StructType([StructField("id", StringType()), StructField("v", LongType())])

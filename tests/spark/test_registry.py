@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from asyncsink import OptionError
+from asyncsink.sinks import register_sink, registry, sink_names
 from asyncsink.spark import foreach_batch, register_data_sources
 from asyncsink.testing import FaultServer
-from sinks import register_sink, registry, sink_names
 
 from .test_spark import assert_exactly_once, rows
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from pyspark import TaskContext
 
-from sinks.http import create_writer as create_http_writer
+from asyncsink.sinks.http import create_writer as create_http_writer
 
 
 def create_killing_writer(options: Mapping[str, Any], **kwargs: Any) -> Any:
