@@ -59,6 +59,9 @@ class CallRecorder(Protocol):
     def new_call(self, items: Sequence[Released]) -> CallInfo:
         """Number a new request (and record it PENDING)."""
 
+    def sending_again(self, call: CallInfo) -> None:
+        """``call`` is about to be sent again: note when (durable with the next sync)."""
+
     def record_result(
         self, call: CallInfo, acked: Collection[int], rejected: dict[int, str], detail: Any
     ) -> None:
@@ -116,6 +119,9 @@ class NoRecords:
     def record_result(
         self, call: CallInfo, acked: Collection[int], rejected: dict[int, str], detail: Any
     ) -> None:
+        return None
+
+    def sending_again(self, call: CallInfo) -> None:
         return None
 
     def record_failure(self, call: CallInfo, error: BaseException | None) -> None:

@@ -44,8 +44,10 @@ class CallInfo:
     ``scope`` is the durable scope's name (``sink/[run/]batch/partition``) or, without
     durable records, a name unique to the writer instance. ``seqs[i]`` is the sequence
     number of the request's ``i``-th entry, in write order within the scope.
-    ``pending_since`` is when the call was first recorded (``time.time()``), for a call
-    of the durable records; a reconciler uses it to know from when to look.
+    For a call of the durable records, ``pending_since`` is when it was first recorded,
+    before it first left, and ``sent_again_at`` when it was last sent again, if it was
+    (``time.time()``, recorded before it left): a reconciler learns from them from when
+    and until when the call's entries could have landed.
     """
 
     call_id: int
@@ -53,6 +55,12 @@ class CallInfo:
     scope: str
     seqs: tuple[int, ...]
     pending_since: float | None = None
+    sent_again_at: float | None = None
+
+    @property
+    def last_sent(self) -> float | None:
+        """When the call last left (``sent_again_at``, else ``pending_since``)."""
+        return self.sent_again_at if self.sent_again_at is not None else self.pending_since
 
 
 _current: contextvars.ContextVar[CallInfo] = contextvars.ContextVar("asyncsink_call")

@@ -576,7 +576,11 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             )
             if not items:
                 break
-            info = pinned if pinned is not None else self._log.new_call(items)
+            if pinned is not None:
+                info = pinned
+                self._log.sending_again(info)  # durable with the sync before it leaves
+            else:
+                info = self._log.new_call(items)
             call = _Call(info, items, size, now)
             self._calls[info.call_id] = call
             self._in_flight_entries += len(items)

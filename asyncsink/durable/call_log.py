@@ -209,7 +209,8 @@ class CallLog:
         the same call number never carries other content under the same key."""
         content = record.fixed_fields()[1].encode()
         key = idempotency_key(self.scope_name, record.call_id, content)
-        return CallInfo(record.call_id, key, self.scope_name, record.seqs, record.started_at)
+        scope, seqs = self.scope_name, record.seqs
+        return CallInfo(record.call_id, key, scope, seqs, record.started_at, record.sent_at)
 
     # ------------------------------------------------------------------ digest
 
@@ -381,6 +382,15 @@ class CallLog:
         self._put(record)
         self._queue[_META_KEY] = orjson.dumps({"next_call": self.next_call_id})
         return self._info(record)
+
+    def sending_again(self, call: CallInfo) -> None:
+        """``call`` is about to be sent again (after a failed send, or by a later attempt):
+        its record notes when, before it leaves, so that whoever settles it later knows
+        until when it could still land."""
+        record = self._records.get(call.call_id)
+        if record is not None and record.status != SUCCEEDED:
+            record.sent_at = time.time()
+            self._put(record)
 
     def record_result(
         self, call: CallInfo, acked: Collection[int], rejected: dict[int, str], detail: Any

@@ -8,7 +8,8 @@ A record is a JSON object (format version 2)::
      "acked": [[0, 480], [482, 489]],       # what the destination acknowledged (true: all)
      "rejected": {"481": "mapping error"},  # dead-lettered bad records
      "result": ..., "error": "...",
-     "t": 1763870000.123}                   # when the PENDING record was made (wall clock)
+     "t": 1763870000.123,                   # when the PENDING record was made (wall clock)
+     "s": 1763870002.456}                   # when it was last sent again, if it was
 
 ``status`` is ``PENDING`` (written before the request leaves), ``SUCCEEDED`` (the
 destination answered; ``acked`` says for which entries) or ``FAILED`` (out of retries,
@@ -83,6 +84,7 @@ class CallRecord:
     result: Any = None
     error: str | None = None
     started_at: float | None = None  # time.time() when the call was first recorded
+    sent_at: float | None = None  # time.time() when it was last sent again, if it was
     _fixed: tuple[list[list[int]], str] | None = None  # seqs and crc, encoded once
 
     def fixed_fields(self) -> tuple[list[list[int]], str]:
@@ -112,6 +114,8 @@ def encode_record(record: CallRecord) -> bytes:
         body["error"] = record.error
     if record.started_at is not None:
         body["t"] = round(record.started_at, 3)
+    if record.sent_at is not None:
+        body["s"] = round(record.sent_at, 3)
     return orjson.dumps(body)
 
 
@@ -167,6 +171,7 @@ def decode_record(data: bytes) -> CallRecord:
             result=body.get("result"),
             error=body.get("error"),
             started_at=float(body["t"]) if "t" in body else None,
+            sent_at=float(body["s"]) if "s" in body else None,
         )
     except KeyError as exc:
         raise ValueError(f"missing field {exc.args[0]!r}") from None

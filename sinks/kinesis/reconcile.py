@@ -5,8 +5,9 @@ its machine lost, its answer never read), the durable call records know which ca
 left PENDING and, once the retry was given their rows again, which records they carried;
 only the stream knows whether they landed. ``StreamReconciler`` finds out by reading it:
 
-1. **Wait** until the lost request can no longer land: the time the call was recorded
-   PENDING plus ``requestTimeoutMs`` (the writer gives up on a request by then) plus
+1. **Wait** until the lost request can no longer land: the time the call last left (its
+   PENDING record, or its last re-send) plus ``requestTimeoutMs`` (the writer gives up on
+   a request by then) plus
    ``reconcileClockSkewMs`` (that time comes from another machine's clock). Logged at
    INFO. Calls of one retry are looked up together, in one scan.
 2. **Find the shards** the call's records map to: ListShards gives each shard's hash key
@@ -155,7 +156,8 @@ class _Lookup:
         self.entries = entries
         self.starts = starts
         self.since = call.pending_since - settings.clock_skew  # its records arrived later
-        self.until = call.pending_since + settings.request_timeout + settings.clock_skew
+        last_sent = call.last_sent if call.last_sent is not None else call.pending_since
+        self.until = last_sent + settings.request_timeout + settings.clock_skew
         self.result: set[int] | None = None
         self.done = False
 

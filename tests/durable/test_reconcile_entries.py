@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from asyncsink import CallInfo, CallLog, SubmitResult
+from asyncsink import CallInfo, CallLog, RetryableError, SubmitResult
 from asyncsink.stores.memory import MemoryStore
 
 from .harness import SCOPE, Crash, Destination, EntryWriter, options, run_attempt
@@ -106,3 +106,27 @@ async def test_only_the_entries_not_held_are_sent_again() -> None:
     await writer._log.complete()  # type: ignore[attr-defined]
     again = await run_attempt(store, Destination(), ENTRIES, max_in_flight_requests=1)
     assert again.statistics().skipped == len(ENTRIES)
+
+
+async def test_a_call_sent_again_records_when_so_the_lookup_waits_for_its_last_send() -> None:
+    store = MemoryStore()
+    destination = Destination()
+    failures = iter([True])
+    original = destination.receive
+
+    async def fail_the_fourth_once(entries: list[Any]) -> None:
+        if entries[0] == "e30" and next(failures, False):
+            raise RetryableError("503")
+        await original(entries)
+
+    destination.receive = fail_the_fourth_once  # type: ignore[method-assign]
+    destination.crash_after_apply_on = 4  # the re-send of call 3 lands, its answer is lost
+    with pytest.raises((Crash, BaseExceptionGroup)):
+        await attempt(store, destination)
+    destination.crash_after_apply_on = None
+    writer = await attempt(store, destination)
+    (looked,) = writer.looked_up
+    assert looked.call_id == 3 and looked.pending_since is not None
+    assert looked.sent_again_at is not None and looked.sent_again_at >= looked.pending_since
+    assert looked.last_sent == looked.sent_again_at
+    assert sorted(destination.applied) == sorted(ENTRIES) and destination.duplicates() == 0
