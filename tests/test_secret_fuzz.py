@@ -138,11 +138,6 @@ NEEDS = {  # what a secret option needs beside it to be accepted
 # botocore logs request headers at DEBUG, the access key id (in Authorization) and the
 # session token (X-Amz-Security-Token) among them; the Kinesis writer does not yet mask its
 # credentials in botocore's loggers. Non-ASCII keys are refused before that.
-BOTOCORE_LOGS = {
-    ("kinesis", "awsAccessKeyId", "ascii"),
-    ("kinesis", "awsSessionToken", "ascii"),
-}
-BOTOCORE_LOGS_REASON = "botocore's DEBUG log of request headers shows the key (known leak)"
 
 
 def secret_cases() -> list[Any]:
@@ -153,10 +148,7 @@ def secret_cases() -> list[Any]:
         for spec in (s for group in groups for s in option_specs(group) if s.secret):
             for kind in SECRETS:
                 case_id = f"{sink}-{spec.spark_name}-{kind}"
-                marks = ()
-                if (sink, spec.spark_name, kind) in BOTOCORE_LOGS:
-                    marks = (pytest.mark.xfail(strict=True, reason=BOTOCORE_LOGS_REASON),)
-                cases.append(pytest.param(sink, spec.spark_name, kind, id=case_id, marks=marks))
+                cases.append(pytest.param(sink, spec.spark_name, kind, id=case_id))
     return cases
 
 

@@ -22,6 +22,7 @@ from asyncsink.options import SinkOptions, parse_options, raise_unknown
 from asyncsink.request import CallInfo, SubmitResult, current_call
 from asyncsink.writer import AsyncSinkWriter
 
+from ..http.redact import mask_in_logs, unmask_in_logs
 from .answers import read_put_records
 from .clients import ClientSettings, get_client
 from .errors import translate_error
@@ -33,6 +34,21 @@ from .records import KinesisEntry, RecordConverter, as_mapping, to_json
 __all__ = ["KinesisWriter", "create_writer"]
 
 log = logging.getLogger("asyncsink.kinesis")
+
+# botocore's and aiobotocore's loggers that show requests (headers with the access key id
+# and the session token) at DEBUG: a logger's filter sees only its own records.
+BOTOCORE_LOGGERS = (
+    "asyncsink.kinesis",
+    "botocore.auth",
+    "botocore.endpoint",
+    "botocore.hooks",
+    "botocore.httpsession",
+    "botocore.parsers",
+    "botocore.retryhandler",
+    "aiobotocore.endpoint",
+    "aiobotocore.httpsession",
+    "aiobotocore.hooks",
+)
 
 
 class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
@@ -117,8 +133,19 @@ class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
         return self._client
 
     async def __aenter__(self) -> Self:
-        await self._current_client()  # fails now on a missing region or credentials
-        return await super().__aenter__()
+        mask_in_logs(self._secrets, BOTOCORE_LOGGERS)
+        try:
+            await self._current_client()  # fails now on a missing region or credentials
+            return await super().__aenter__()
+        except BaseException:
+            unmask_in_logs(self._secrets)
+            raise
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        try:
+            await super().__aexit__(*exc_info)
+        finally:
+            unmask_in_logs(self._secrets)
 
     async def _current_client(self) -> Any:
         """The given client, else the shared one (looked up per request, so that a
