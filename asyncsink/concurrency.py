@@ -12,11 +12,11 @@ destination unloaded, the *floor*, and estimates how many requests in flight onl
 
 Requests are judged a *round* at a time: the answers to as many requests as the limit
 allows (or as were in flight, if fewer), all sent since the limit last changed, so about
-one round trip. A round's latency is its mean, less twice its standard error (noise is
-not queueing), and its concurrency the mean number in flight at each answer:
+one round trip. A round's latency is its mean less its standard error (noise is not
+queueing), and its concurrency the mean number in flight at each answer:
 
 - *grow* while fewer than ``alpha`` requests queue and the limit was used in full (an
-  idle limit proves nothing): by half (slow start) up to the *threshold*, the last limit
+  idle limit proves nothing): double it (slow start) up to the *threshold*, the last limit
   that queued beyond ``beta`` (none at first), then by what is left to ``alpha`` queued
   requests, at least one;
 - *hold* between ``alpha`` and ``beta`` queued requests;
@@ -29,17 +29,18 @@ not queueing), and its concurrency the mean number in flight at each answer:
   again), and make that the threshold; growing back, add one a round from 80% of the
   limit it was throttled at, up to that limit.
 
-``alpha`` is one request or a tenth of the concurrency, ``beta`` two or a fifth,
-whichever is more: a few requests wait at a destination that queues, and at high
-concurrency the noise of a busy machine does not read as a queue. A destination serving
-C requests at a time at latency S so settles near 1.1 to 1.25 C in flight, its requests
-taking 1.1 to 1.25 S.
+``alpha`` is 15% of the concurrency less one request, at least one, and ``beta`` twice
+``alpha``: one to three requests wait at a destination of a small capacity (C = 8 or 16
+settles near C + 2), and at high concurrency, where the noise of a busy machine is larger
+than one request's share of the latency, up to 15-30% of them (latency up to 1.4 times
+the floor).
 
-The floor is the lowest mean latency of a round, and only requests carrying at least half
-a full batch are judged at all: a small request (a retry, the end of the input) is faster
-than the batches it would be compared with. A floor goes stale (the destination got
+The first round is not judged: it pays for opening connections. The floor is the lowest
+mean latency of a round, and only requests carrying at least half a full batch are
+judged at all: a small request (a retry, the end of the input) is faster than the
+batches it would be compared with. A floor goes stale (the destination got
 slower for good, or a queue stood since the start, or the machine is busier), so it is
-*probed*: after the first round and every ``PROBE_EVERY`` rounds, and at once when
+*probed*: after the first round judged and every ``PROBE_EVERY`` rounds, and at once when
 shrinking the limit did not bring latency down, a round runs at half the limit and its
 latency becomes the floor. While halving lowers latency by a tenth or more (the round
 before still queued), the probe goes on at half again, at most ``PROBE_DEPTH`` times;
@@ -70,9 +71,8 @@ class ConcurrencyLimiter:
     """
 
     INITIAL = 16
-    SLOW_START_FACTOR = 1.5
-    ALPHA, ALPHA_SHARE = 1.0, 0.1
-    BETA, BETA_SHARE = 2.0, 0.2
+    SLOW_START_FACTOR = 2.0
+    ALPHA_SHARE = 0.15  # alpha: this share of the requests in flight less one, at least one
     NOISE = 1.0  # standard errors of a round's mean latency read as noise, not queueing
     SHRINK_LIMIT = 0.75  # one round's latency takes at most a quarter off the limit
     BACKOFF = 0.5  # a throttle or a timeout halves it
@@ -103,6 +103,7 @@ class ConcurrencyLimiter:
         "_samples",
         "_shrunk_at",
         "_value",
+        "_warming",
     )
 
     def __init__(self, *, maximum: int, adaptive: bool = True, initial: int = INITIAL) -> None:
@@ -117,6 +118,7 @@ class ConcurrencyLimiter:
         self._last_mean = 0.0
         self._shrunk_at: float | None = None  # mean latency of the round that shrank it
         self._rounds_to_probe = self.FIRST_PROBE
+        self._warming = True
         # while probing: the limit to return to, the last round's mean latency and how
         # many times the limit was halved
         self._probe: tuple[float, float, int] | None = None
@@ -169,6 +171,10 @@ class ConcurrencyLimiter:
     def _end_round(self, now: float) -> None:
         count = self._samples
         mean = self._latency_sum / count
+        if self._warming:  # the first round pays for opening connections: not judged
+            self._warming = False
+            self._set(self._value, now)
+            return
         if self._probe is not None:
             self._end_probe_round(mean, now)
             return
@@ -210,8 +216,8 @@ class ConcurrencyLimiter:
         assert self.floor is not None
         value = self._value
         queued = in_flight * max(0.0, 1 - self.floor / latency) if latency > 0 else 0.0
-        alpha = max(self.ALPHA, self.ALPHA_SHARE * in_flight)
-        beta = max(self.BETA, self.BETA_SHARE * in_flight)
+        alpha = max(1.0, self.ALPHA_SHARE * in_flight - 1)
+        beta = 2 * alpha
         grew, self._grew = self._grew, False
         queued_last, self._queued_last = self._queued_last, queued > beta
         if queued > beta and (grew or queued_last):  # one round alone may be a hiccup

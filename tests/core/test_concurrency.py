@@ -205,23 +205,24 @@ def test_small_requests_teach_nothing() -> None:
 
 def test_learns_its_floor_from_rounds_at_half_the_limit_until_latency_stops_falling() -> None:
     limiter = adaptive(128)
-    answer_round(limiter, started=0.0, latency=0.05)  # a first round, slowed by warming up
+    answer_round(limiter, started=0.0, latency=0.05)  # warming up: not judged
+    assert (limiter.limit, limiter.floor) == (16, None)
+    answer_round(limiter, started=0.05, latency=0.03)  # sixteen queue at the destination
     assert limiter.limit == 8  # the floor probe: one round at half the limit
-    answer_round(limiter, started=0.05, latency=0.02)
+    answer_round(limiter, started=0.08, latency=0.02)
     assert limiter.limit == 4  # latency fell with the limit: there was a queue; lower
-    answer_round(limiter, started=0.07, latency=0.0195)
+    answer_round(limiter, started=0.1, latency=0.0195)
     assert (limiter.limit, limiter.floor) == (16, pytest.approx(0.0195))  # found: back
 
 
 def test_answers_to_requests_sent_before_the_limit_changed_are_not_judged() -> None:
     limiter = adaptive(128)
-    answer_round(limiter, started=0.0, latency=0.02)
-    answer_round(limiter, started=0.02, latency=0.02)  # the probe round
-    answer_round(limiter, started=0.04, latency=0.02)
-    assert limiter.limit == 24  # a round at the floor: slow start
+    for round_ in range(4):  # warming up, judged, the probe round, judged again
+        answer_round(limiter, started=round_ * 0.02, latency=0.02)
+    assert limiter.limit == 32  # a round at the floor: slow start
     for _ in range(100):  # late answers of the old round, however slow, do not count
-        limiter.on_response(started=0.04, now=0.5, in_flight=24)
-    assert limiter.limit == 24
+        limiter.on_response(started=0.06, now=0.5, in_flight=32)
+    assert limiter.limit == 32
 
 
 def test_latency_that_does_not_fall_when_the_limit_shrinks_is_relearned_as_the_floor() -> None:
