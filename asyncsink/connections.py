@@ -1,7 +1,7 @@
 """Failed connections: telling them from other request failures, and which destinations
 this process has delivered to.
 
-A shim translates its client's errors with ``raise ... from exc``, so the operating
+A sink translates its client's errors with ``raise ... from exc``, so the operating
 system's error stays in the chain of causes whatever the client (aiohttp, httpx,
 botocore): ``connection_failure`` finds it there. The writer logs a writer's first failed
 connection, and fails at once on a refused one when nothing was ever delivered to that

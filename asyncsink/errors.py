@@ -1,4 +1,4 @@
-"""The exceptions asyncsink raises, and the ones a destination shim raises to it.
+"""The exceptions asyncsink raises, and the ones a sink raises to it.
 
 ::
 
@@ -7,7 +7,7 @@
     ├── WriterStateError       write/flush on a writer that is not open
     ├── BadRecordError         an entry is too large, cannot be converted, or was rejected
     ├── DeliveryError          entries ran out of retries; raised by ``flush()``
-    ├── DestinationError       a request failed; raised by a shim, classified by the writer
+    ├── DestinationError       a request failed; raised by a sink, classified by the writer
     │   ├── RetryableError     try the request again (5xx, timeouts, connection errors)
     │   │   └── ThrottledError the destination pushes back (429, 503, throughput exceeded)
     │   └── FatalError         do not try again (auth, not found, malformed request)
@@ -18,7 +18,7 @@
         ├── CorruptRecordError a stored record cannot be decoded
         └── ReplayMismatchError a completed scope was replayed with different input
 
-A shim translates its vendor errors (httpx, botocore, HTTP status codes, bulk items) into
+A sink translates its vendor errors (httpx, botocore, HTTP status codes, bulk items) into
 ``RetryableError``, ``ThrottledError`` or ``FatalError`` with ``raise ... from exc`` so the
 cause stays attached. Any other exception escaping ``submit_request_entries`` is treated
 as fatal unless the writer's ``classify_error`` says otherwise.
@@ -118,7 +118,7 @@ class DeliveryError(AsyncSinkError):
 
 
 class DestinationError(AsyncSinkError):
-    """A request to the destination failed. Shims raise a subclass of this.
+    """A request to the destination failed. Sinks raise a subclass of this.
 
     ``retry_after`` (seconds) is the destination's hint of when to try again, if it gave one.
     ``status`` is the protocol status (an HTTP status code, an AWS error code) when known.

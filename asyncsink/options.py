@@ -1,6 +1,6 @@
 """Options: frozen dataclasses built from Python keywords or from Spark's string options.
 
-Every option group (the writer's ``SinkOptions``, each shim's options, the durable
+Every option group (the writer's ``SinkOptions``, each sink's options, the durable
 options) is a frozen, keyword-only dataclass whose fields are declared with ``option()``.
 One parser, ``parse_options``, turns Spark's case-insensitive string options into such
 dataclasses (``"500"``, ``"5mb"``, ``"2s"``, ``"true"``) and rejects unknown keys; one

@@ -1,11 +1,11 @@
-"""What a destination shim sees of one request, and what it tells back.
+"""What a sink sees of one request, and what it tells back.
 
 While ``submit_request_entries`` runs, ``current_call()`` describes the request: its call
 id, its stable idempotency key and the sequence number of each entry. A re-send of the
 same call (after a timeout, a connection error, a 5xx, or on recovery of a PENDING call)
 carries the same ``CallInfo``, so the destination can drop the duplicate.
 
-A shim answers with the entries to retry (a subsequence of the request, in order), or
+A sink answers with the entries to retry (a subsequence of the request, in order), or
 ``None`` when all were accepted, or a ``SubmitResult`` when it knows more: which entries
 to retry by index, which were rejected as bad records, whether the destination throttled.
 """
@@ -77,7 +77,7 @@ def current_call() -> CallInfo:
 
 @dataclass(frozen=True, slots=True)
 class SubmitResult:
-    """A shim's detailed answer to a request.
+    """A sink's detailed answer to a request.
 
     ``retry``: indices of entries that failed and should be sent again.
     ``rejected``: index -> reason, for entries the destination refused as malformed (bad
@@ -94,7 +94,7 @@ class SubmitResult:
 
 
 def as_result(answer: object, entries: Sequence[object]) -> SubmitResult:
-    """Normalise a shim's answer (``None``, a list of failed entries, a ``SubmitResult``).
+    """Normalise a sink's answer (``None``, a list of failed entries, a ``SubmitResult``).
 
     Failed entries are matched to the request by identity, in order, so equal entries at
     different positions are told apart.

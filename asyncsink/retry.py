@@ -26,7 +26,7 @@ class ErrorKind(enum.Enum):
 
 
 def default_classification(exc: BaseException) -> ErrorKind:
-    """Shim errors by their class; timeouts and connection errors retry; the rest is fatal.
+    """Sink errors by their class; timeouts and connection errors retry; the rest is fatal.
 
     An unknown exception is most often a bug (a ``TypeError`` in a converter, say), which
     retrying would only hide, so it fails the writer.

@@ -627,7 +627,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
                 result = as_result(answer, entries)
             timed_out = scope.cancelled_caught
             if result is not None and time.monotonic() > deadline:
-                # The shim ignored the cancellation and answered late: the answer is
+                # The sink ignored the cancellation and answered late: the answer is
                 # still the truth about this call, which nothing else has settled yet.
                 self._counts["late_responses"] += 1
         except FencedError as exc:

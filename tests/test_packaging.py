@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -38,7 +39,7 @@ print("ok")
 def test_a_users_own_sinks_module_does_not_shadow_the_built_in_sinks(tmp_path: Path) -> None:
     (tmp_path / "sinks.py").write_text("raise ImportError('the user module was imported')\n")
     (tmp_path / "sinks").mkdir()
-    (tmp_path / "sinks" / "__init__.py").write_text("SHIMS = None\n")
+    (tmp_path / "sinks" / "__init__.py").write_text("SINKS = None\n")
     done = subprocess.run(
         [sys.executable, "-c", USE_A_SINK],
         cwd=tmp_path,
@@ -52,8 +53,11 @@ def test_a_users_own_sinks_module_does_not_shadow_the_built_in_sinks(tmp_path: P
 
 @pytest.mark.timeout(300)
 def test_the_wheel_holds_only_the_asyncsink_package(tmp_path: Path) -> None:
+    source = tmp_path / "source"  # setuptools builds inside the tree it is given
+    skip = shutil.ignore_patterns(".git", ".venv", "node_modules", "build", "*.egg-info")
+    shutil.copytree(ROOT, source, symlinks=True, ignore=skip)
     built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(source)],
         capture_output=True,
         text=True,
         timeout=280,

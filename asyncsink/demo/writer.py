@@ -1,4 +1,4 @@
-"""The writer factory the demo's query runs: a shim's writer that can kill its task."""
+"""The writer factory the demo's query runs: a sink's writer that can kill its task."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from ..writer import AsyncSinkWriter
 __all__ = ["KILL_AT_OPTION", "KILL_MARKER_OPTION", "SINK_OPTION", "create_demo_writer"]
 
 SINK_OPTION = "demoSink"
-"""Option of ``create_demo_writer``: the shim whose writer it builds (default ``http``)."""
+"""Option of ``create_demo_writer``: the sink whose writer it builds (default ``http``)."""
 KILL_AT_OPTION = "demoKillAtRequest"
 """Option of ``create_demo_writer``: kill the task as its request number N is about to leave."""
 KILL_MARKER_OPTION = "demoKillMarker"
@@ -31,7 +31,7 @@ def _pop(options: dict[str, Any], name: str) -> Any:
 
 
 def create_demo_writer(options: Mapping[str, Any], **kwargs: Any) -> AsyncSinkWriter[Any, Any]:
-    """The demo's writer: the ``demoSink`` shim's writer (``http`` by default), built from
+    """The demo's writer: the ``demoSink`` sink's writer (``http`` by default), built from
     the other options.
 
     With ``demoKillAtRequest`` = N and ``demoKillMarker``, the first attempt of partition 0

@@ -1,6 +1,6 @@
 """What a Spark task needs to build its writer: a picklable recipe, checked on the driver.
 
-A ``SinkSpec`` names the writer (a shim such as ``"http"``, or ``"module:Class"`` for a
+A ``SinkSpec`` names the writer (a sink such as ``"http"``, or ``"module:Class"`` for a
 custom ``AsyncSinkWriter``), carries its options as Spark strings and the durable options
 that say where call records live. It is built and validated on the driver, so a bad
 option fails the query before any task starts, and it is shipped to the executors, which

@@ -1,10 +1,10 @@
-"""What the shims that talk HTTP with httpx share: a writer owning an ``httpx.AsyncClient``,
+"""What the sinks that talk HTTP with httpx share: a writer owning an ``httpx.AsyncClient``,
 the checks and headers of their credential and TLS options, a process-wide TLS context
 cache and request-body compression.
 
 ``HttpClientWriter`` is the base of ``HttpWriter`` and ``ElasticsearchWriter``: it opens
 its client when entered (or uses one it was given), keeps its credentials out of the log
-records of the HTTP client, of asyncsink and of the loggers its shim declares while open,
+records of the HTTP client, of asyncsink and of the loggers its sink declares while open,
 and closes what it opened when it leaves. ``ClientOptions`` is the base of their option
 groups; each declares the option fields itself, documented for its destination.
 """
@@ -69,7 +69,7 @@ class HttpClientWriter(AsyncSinkWriter[InputT, EntryT]):
     """
 
     logger_names: ClassVar[tuple[str, ...]] = ()
-    """The shim's own loggers, whose records must not show its secrets either."""
+    """The sink's own loggers, whose records must not show its secrets either."""
 
     def __init__(
         self,
@@ -178,11 +178,11 @@ class HttpClientWriter(AsyncSinkWriter[InputT, EntryT]):
 
 
 class ClientOptions(Options):
-    """Base of the option groups of shims that talk HTTP: the checks and headers of their
+    """Base of the option groups of sinks that talk HTTP: the checks and headers of their
     credentials (``bearerToken``, ``basicUsername`` with ``basicPassword``, ``apiKey``)
     and of ``tlsVerify`` with ``caBundle``.
 
-    Not a dataclass itself: each shim's group declares these fields, documented for its
+    Not a dataclass itself: each sink's group declares these fields, documented for its
     destination and in the order of its option table.
     """
 

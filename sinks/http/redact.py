@@ -2,7 +2,7 @@
 
 ``Redactor`` replaces every known secret (in its raw, percent-encoded and JSON-escaped
 forms) with ``***``. ``mask_in_logs`` lets the HTTP client's own loggers (httpx,
-httpcore, hpack, aiohttp), asyncsink's and those a shim names share that protection while a writer
+httpcore, hpack, aiohttp), asyncsink's and those a sink names share that protection while a writer
 is open: at DEBUG level they log response headers, and hpack logs the request headers of
 HTTP/2 connections, which is where a server echoing a credential, or an API-key header,
 would otherwise surface.
@@ -114,7 +114,7 @@ def mask_in_logs(secrets: Iterable[str], loggers: Iterable[str] = ()) -> None:
     secrets).
 
     A logger's filters see only the records logged to that very logger, not those its
-    children pass up, so a shim names each logger it logs to (``"asyncsink.http"``...).
+    children pass up, so a sink names each logger it logs to (``"asyncsink.http"``...).
     The filter is installed once per process on each of those loggers and only rewrites
     records holding a registered secret, whichever writer registered it. Secrets are
     counted, so writers sharing one may open and close in any order.

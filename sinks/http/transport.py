@@ -1,6 +1,6 @@
 """``AiohttpTransport``: an httpx transport that sends HTTP/1.1 requests over aiohttp.
 
-The shims speak httpx (requests, responses, errors, mock transports in tests), but the
+The sinks speak httpx (requests, responses, errors, mock transports in tests), but the
 transport under an ``httpx.AsyncClient`` decides what a request costs. httpx's own
 HTTP/1.1 stack parses in pure Python and costs several times the CPU of aiohttp's, whose
 parser is compiled; with batches already cheap to build, that cost is most of what a

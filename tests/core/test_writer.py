@@ -264,7 +264,7 @@ async def test_fatal_error_fails_the_next_write_with_the_cause() -> None:
 
 async def test_unknown_exception_is_fatal_and_chained() -> None:
     def handler(entries: list[int], call: CallInfo) -> None:
-        raise KeyError("bug in the shim")
+        raise KeyError("bug in the sink")
 
     writer = FakeWriter(Destination(handler))
     with pytest.raises(FatalError) as caught:
