@@ -700,10 +700,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             self._fail(error, call)
             return
         if kind is ErrorKind.THROTTLED:
-            self._counts["throttled"] += 1
-            self._window.on_congestion(call.started, now)
-            self._limiter.on_congestion(call.sent, now)
-            self._max_batch = min(self.options.max_batch_size, self._window.size)
+            self._throttled(call, now)
         retry_after = getattr(error, "retry_after", None)
         kept = self._requeue(call.items, error, retry_after, now, pinned=call.info)
         if not kept:
@@ -780,10 +777,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             return
         if retry:
             if result.throttled:
-                self._counts["throttled"] += 1
-                self._window.on_congestion(call.started, now)
-                self._limiter.on_congestion(call.sent, now)
-                self._max_batch = min(self.options.max_batch_size, self._window.size)
+                self._throttled(call, now)
             failed = [items[index] for index in sorted(retry)]
             cause = AsyncSinkError(
                 f"request {call.info.call_id}: {len(failed)} of {len(items)} entries failed"
@@ -792,6 +786,14 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         else:
             self._window.on_success()
             self._max_batch = min(self.options.max_batch_size, self._window.size)
+
+    def _throttled(self, call: _Call[EntryT], now: float) -> None:
+        """The destination pushed back on ``call``: shrink the AIMD window of entries (and
+        the batch size with it) and the limit of requests in flight."""
+        self._counts["throttled"] += 1
+        self._window.on_congestion(call.started, now)
+        self._limiter.on_congestion(call.sent, now)
+        self._max_batch = min(self.options.max_batch_size, self._window.size)
 
     def _requeue(
         self,
