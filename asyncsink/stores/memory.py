@@ -86,15 +86,20 @@ class MemoryStore(RecordStore):
 
     async def take(self, scope: Scope) -> ScopeState:
         """Bump the epoch of ``scope`` (creating it at 1) and return its state."""
-        now = time.time()
         with self._shelf.lock:
-            slot = self._shelf.slots.get(scope)
-            if slot is None:
-                slot = self._shelf.slots[scope] = _Slot(epoch=1, updated_at=now)
-            else:
-                slot.epoch += 1
-                slot.updated_at = now
+            slot = self._bump(scope)
             return ScopeState(slot.epoch, slot.completed, dict(slot.records))
+
+    def _bump(self, scope: Scope) -> _Slot:
+        """The slot of ``scope`` with its epoch bumped (created at epoch 1); under the lock."""
+        now = time.time()
+        slot = self._shelf.slots.get(scope)
+        if slot is None:
+            slot = self._shelf.slots[scope] = _Slot(epoch=1, updated_at=now)
+        else:
+            slot.epoch += 1
+            slot.updated_at = now
+        return slot
 
     async def load(self, scope: Scope) -> ScopeState | None:
         """Return the state of ``scope``, or ``None`` if it was never taken."""
@@ -178,14 +183,8 @@ class MemoryStore(RecordStore):
         """Mark ``scope`` COMPLETED for good in one step: bump its epoch (creating it at
         1), drop the records under ``drop_prefixes`` and write ``puts``."""
         checked, _ = _checked_writes(puts, ())
-        now = time.time()
         with self._shelf.lock:
-            slot = self._shelf.slots.get(scope)
-            if slot is None:
-                slot = self._shelf.slots[scope] = _Slot(epoch=1, updated_at=now)
-            else:
-                slot.epoch += 1
-                slot.updated_at = now
+            slot = self._bump(scope)
             slot.completed = True
             for key in [key for key in slot.records if key.startswith(drop_prefixes)]:
                 del slot.records[key]
