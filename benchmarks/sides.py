@@ -4,8 +4,13 @@ rows and their profiles.
 - ``make_entries``: the same rows for every benchmark (~85 bytes of JSON each);
 - ``rotating_rounds``: a warm-up run of each side, then rounds in rotating order, so that
   no side always runs first (or right after another);
-- ``comparison``: asyncsink against a baseline: the ratio of the medians, and the median
-  of each round's ratio (its sides ran back to back) as a check on noise;
+- ``SideProcess``: one side in a process of its own, kept for all its rounds, which times
+  each run itself and measures its own CPU time (user + system) during the run;
+- ``comparison``: asyncsink against a baseline: the ratio of the medians, and the median,
+  minimum and maximum of each round's ratio (its sides ran back to back) as a check on
+  noise; a target is a floor for rates and a ceiling for costs (``lower_is_better``);
+- ``spread`` and ``load_average``: a median with its minimum and maximum, and the machine's
+  load, as the tables print them;
 - ``process_cpu``, ``profile_cpu`` and ``print_profile``: CPU time, of another process
   (the endpoint) or of one profiled run, and where it goes.
 """
@@ -13,13 +18,19 @@ rows and their profiles.
 from __future__ import annotations
 
 import cProfile
+import gc
+import multiprocessing
 import os
 import pstats
+import resource
 import statistics
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from pathlib import Path
+from types import TracebackType
 from typing import Any, TypeVar
 
 import orjson
@@ -62,22 +73,136 @@ def rotating_rounds(
     return runs
 
 
+@dataclass(frozen=True)
+class SideRun:
+    """One run of a side, as its own process measured it."""
+
+    sent: int
+    seconds: float  # wall clock
+    cpu_seconds: float  # the side's process: user + system time
+
+
+class SideProcess:
+    """A benchmark side in a process of its own, spawned once and kept for its rounds.
+
+    ``runner(*args, entries)`` delivers ``entries`` and returns how many it delivered; it
+    must be importable by the spawned process (a module-level function of the script).
+    The process builds its input itself (``make_entries``, the same for every side), times
+    each run and takes its CPU time from ``resource.getrusage`` of its own process, so
+    neither the parent, the endpoint nor another side is counted. A run that raises ends
+    the process and raises ``RuntimeError`` here with the side's name and the error.
+    """
+
+    def __init__(self, name: str, runner: Callable[..., int], *args: Any) -> None:
+        self.name = name
+        context = multiprocessing.get_context("spawn")
+        self._conn, child = context.Pipe()
+        self._process = context.Process(
+            target=_side_main, args=(runner, args, child), name=f"side-{name}", daemon=True
+        )
+        self._process.start()
+        child.close()
+
+    def run(self, count: int) -> SideRun:
+        """Deliver the first ``count`` entries once; what the side's process measured."""
+        self._conn.send(count)
+        try:
+            kind, *answer = self._conn.recv()
+        except EOFError:
+            raise RuntimeError(f"{self.name}: the side's process died") from None
+        if kind != "ok":
+            raise RuntimeError(f"{self.name}: {answer[0]}")
+        return SideRun(*answer)
+
+    def close(self) -> None:
+        if self._process.is_alive():
+            try:
+                self._conn.send(None)
+            except OSError:
+                pass
+            self._process.join(10)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join(10)
+        self._conn.close()
+
+    def __enter__(self) -> SideProcess:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def _side_main(runner: Callable[..., int], args: tuple[Any, ...], conn: Connection) -> None:
+    entries: list[dict[str, Any]] = []
+    try:
+        while (count := conn.recv()) is not None:
+            if len(entries) < count:
+                entries = make_entries(count)
+            batch = entries[:count]
+            gc.collect()
+            before = resource.getrusage(resource.RUSAGE_SELF)
+            started = time.perf_counter()
+            sent = runner(*args, batch)
+            seconds = time.perf_counter() - started
+            after = resource.getrusage(resource.RUSAGE_SELF)
+            cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+            conn.send(("ok", sent, seconds, cpu))
+    except Exception as exc:
+        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+    finally:
+        conn.close()
+
+
 def comparison(
-    name: str, unit: str, ours: Sequence[float], theirs: Sequence[float], target: float
+    name: str,
+    unit: str,
+    ours: Sequence[float],
+    theirs: Sequence[float],
+    target: float | None,
+    *,
+    lower_is_better: bool = False,
 ) -> dict[str, Any]:
-    """One row of ``run_all``'s table from each side's rate in every round."""
+    """One row of ``run_all``'s table from each side's figure in every round.
+
+    ``target`` is the least ratio asyncsink / baseline that meets it (a rate), or with
+    ``lower_is_better`` the most (a cost, such as CPU per entry); ``None`` for a row
+    given for information, which is neither met nor missed.
+    """
     ratio = statistics.median(ours) / statistics.median(theirs)
-    paired = statistics.median(a / b for a, b in zip(ours, theirs, strict=True))
+    paired = [a / b for a, b in zip(ours, theirs, strict=True)]
+    met = None if target is None else (ratio <= target if lower_is_better else ratio >= target)
     return {
         "name": name,
         "unit": unit,
-        "asyncsink": round(statistics.median(ours)),
-        "baseline": round(statistics.median(theirs)),
+        "asyncsink": _rounded(statistics.median(ours)),
+        "baseline": _rounded(statistics.median(theirs)),
         "ratio": round(ratio, 3),
-        "paired_ratio": round(paired, 3),
+        "paired_ratio": round(statistics.median(paired), 3),
+        "paired_min": round(min(paired), 3),
+        "paired_max": round(max(paired), 3),
         "target": target,
-        "met": ratio >= target,
+        "lower_is_better": lower_is_better,
+        "met": met,
     }
+
+
+def _rounded(value: float) -> float:
+    return round(value) if abs(value) >= 100 else round(value, 3)
+
+
+def spread(values: Sequence[float], digits: int = 0) -> str:
+    """``median (min-max)``, e.g. ``412,000 (398,100-420,300)``."""
+    fmt = f",.{digits}f"
+    return f"{statistics.median(values):{fmt}} ({min(values):{fmt}}-{max(values):{fmt}})"
+
+
+def load_average() -> str:
+    """The machine's load average (1, 5 and 15 minutes) and its CPU count, for a table."""
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} CPUs"
 
 
 def process_cpu(pid: int | None) -> float:
