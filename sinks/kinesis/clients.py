@@ -7,13 +7,14 @@ process share a client for each distinct configuration: region, endpoint, creden
 (identified by a digest, never kept in a key) and timeouts.
 
 An aiohttp-based client belongs to the event loop that created it and cannot be used or
-closed from another. Clients are therefore kept per event loop:
+closed from another. Clients are therefore kept per event loop (see
+``asyncsink.sinks.loop_clients``):
 
 - a writer running on a loop gets that loop's client (created on first use);
 - when the loop ends through ``asyncio.run``, ``anyio.run`` or ``asyncio.Runner`` (which
   close asynchronous generators before closing the loop), its clients are closed there;
-- ``await close_clients()`` closes the current loop's clients at once, e.g. before a
-  hand-managed loop is closed; the next writer opens a new client;
+- ``await close_clients()`` closes the current loop's Kinesis clients at once, e.g. before
+  a hand-managed loop is closed; the next writer opens a new client;
 - a client left on a loop that was closed without either is released the next time any
   loop asks for a client (its sockets are abandoned, not reused).
 
@@ -29,11 +30,9 @@ limits already (key lengths, record and request sizes), and it costs a tenth of 
 from __future__ import annotations
 
 import asyncio
-import hashlib
+import functools
 import io
 import logging
-import threading
-from collections.abc import AsyncGenerator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,10 +40,13 @@ from typing import Any
 from aiobotocore.config import AioConfig
 from aiobotocore.session import AioSession, get_session
 
+from .. import loop_clients
+
 __all__ = ["ClientSettings", "close_clients", "get_client", "open_client_count"]
 
 log = logging.getLogger("asyncsink.kinesis")
 
+_KIND = "Kinesis"
 _LARGE_BODY = 1024 * 1024
 
 
@@ -65,11 +67,9 @@ class ClientSettings:
         """The cache key: the settings with the credentials replaced by a digest."""
         identity = None
         if self.aws_access_key_id:
-            secret = "\0".join(
-                (self.aws_access_key_id, self.aws_secret_access_key or "",
-                 self.aws_session_token or "")
-            )  # fmt: skip
-            identity = hashlib.sha256(secret.encode()).hexdigest()
+            identity = loop_clients.secret_digest(
+                self.aws_access_key_id, self.aws_secret_access_key, self.aws_session_token
+            )
         return (
             self.region,
             self.endpoint_url,
@@ -78,54 +78,6 @@ class ClientSettings:
             self.read_timeout,
             self.max_pool_connections,
         )
-
-
-class _LoopClients:
-    """The clients of one event loop, and the generator that closes them with the loop."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self.session: AioSession = get_session()
-        self.clients: dict[tuple[Any, ...], tuple[AsyncExitStack, Any]] = {}
-        self.lock = asyncio.Lock()
-        self.abandoned = False
-        self.guard: AsyncGenerator[None, None] = self._close_with_loop()
-
-    async def _close_with_loop(self) -> AsyncGenerator[None, None]:
-        # The loop's shutdown_asyncgens() closes this generator before the loop closes.
-        try:
-            yield
-        finally:
-            with _registry_lock:
-                if _loops.get(self.loop) is self:
-                    del _loops[self.loop]
-            if not self.abandoned:
-                await self.close()
-
-    async def close(self) -> None:
-        clients, self.clients = list(self.clients.values()), {}
-        for stack, _ in clients:
-            try:
-                await stack.aclose()
-            except Exception as exc:
-                log.warning("closing a Kinesis client failed: %s: %s", type(exc).__name__, exc)
-
-    async def abandon(self) -> None:
-        """Release the clients of a closed loop from another loop: their sessions are
-        marked closed without running anything on the dead loop (aiohttp allows that)."""
-        self.abandoned = True
-        closing = self.guard.aclose()
-        try:
-            closing.send(None)
-        except StopIteration:
-            pass
-        else:
-            closing.close()
-        await self.close()
-
-
-_loops: dict[asyncio.AbstractEventLoop, _LoopClients] = {}
-_registry_lock = threading.Lock()
 
 
 async def get_client(settings: ClientSettings) -> Any:
@@ -138,39 +90,11 @@ async def get_client(settings: ClientSettings) -> Any:
         botocore.exceptions.NoRegionError: no region given and none configured.
     """
     try:
-        loop = asyncio.get_running_loop()
+        asyncio.get_running_loop()
     except RuntimeError:
         raise RuntimeError("the Kinesis sink runs on an asyncio event loop") from None
-    await _release_closed_loops()
-    state = await _loop_clients(loop)
-    key = settings.key()
-    async with state.lock:
-        found = state.clients.get(key)
-        if found is not None:
-            return found[1]
-        stack = AsyncExitStack()
-        client = await stack.enter_async_context(
-            state.session.create_client(
-                "kinesis",
-                region_name=settings.region,
-                endpoint_url=settings.endpoint_url,
-                aws_access_key_id=settings.aws_access_key_id,
-                aws_secret_access_key=settings.aws_secret_access_key,
-                aws_session_token=settings.aws_session_token,
-                config=AioConfig(
-                    retries={"total_max_attempts": 1, "mode": "standard"},
-                    connect_timeout=settings.connect_timeout,
-                    read_timeout=settings.read_timeout,
-                    max_pool_connections=settings.max_pool_connections,
-                    user_agent_extra="asyncsink",
-                    parameter_validation=False,
-                ),
-            )
-        )
-        client.meta.events.register("before-send.kinesis.PutRecords", _stream_large_body)
-        state.clients[key] = (stack, client)
-        log.debug("opened a Kinesis client: %r", settings)
-        return client
+    opener = functools.partial(_open_client, settings)
+    return await loop_clients.shared_client(_KIND, settings.key(), opener)
 
 
 async def close_clients() -> None:
@@ -179,43 +103,38 @@ async def close_clients() -> None:
     Loops ended by ``asyncio.run``/``anyio.run`` close their clients themselves; call this
     before closing a loop you manage by hand, or to drop connections early.
     """
-    loop = asyncio.get_running_loop()
-    with _registry_lock:
-        state = _loops.get(loop)
-    if state is not None:
-        await state.guard.aclose()
+    await loop_clients.close_clients(_KIND)
 
 
 def open_client_count() -> int:
-    """How many clients this process holds open, over all event loops."""
-    with _registry_lock:
-        return sum(len(state.clients) for state in _loops.values())
+    """How many Kinesis clients this process holds open, over all event loops."""
+    return loop_clients.open_client_count(_KIND)
 
 
-async def _loop_clients(loop: asyncio.AbstractEventLoop) -> _LoopClients:
-    with _registry_lock:
-        state = _loops.get(loop)
-        if state is None:
-            state = _loops[loop] = _LoopClients(loop)
-            fresh = True
-        else:
-            fresh = False
-    if fresh:
-        await state.guard.asend(None)  # registers the generator with the loop
-    return state
-
-
-async def _release_closed_loops() -> None:
-    with _registry_lock:
-        dead = [state for loop, state in _loops.items() if loop.is_closed()]
-        for state in dead:
-            del _loops[state.loop]
-    for state in dead:
-        log.warning(
-            "releasing Kinesis clients of an event loop closed without close_clients(); "
-            "their connections are dropped"
+async def _open_client(settings: ClientSettings, stack: AsyncExitStack) -> Any:
+    # A session of its own: a session caches credentials whose refresh lock binds to a loop.
+    session: AioSession = get_session()
+    client = await stack.enter_async_context(
+        session.create_client(
+            "kinesis",
+            region_name=settings.region,
+            endpoint_url=settings.endpoint_url,
+            aws_access_key_id=settings.aws_access_key_id,
+            aws_secret_access_key=settings.aws_secret_access_key,
+            aws_session_token=settings.aws_session_token,
+            config=AioConfig(
+                retries={"total_max_attempts": 1, "mode": "standard"},
+                connect_timeout=settings.connect_timeout,
+                read_timeout=settings.read_timeout,
+                max_pool_connections=settings.max_pool_connections,
+                user_agent_extra="asyncsink",
+                parameter_validation=False,
+            ),
         )
-        await state.abandon()
+    )
+    client.meta.events.register("before-send.kinesis.PutRecords", _stream_large_body)
+    log.debug("opened a Kinesis client: %r", settings)
+    return client
 
 
 def _stream_large_body(request: Any, **_: Any) -> None:
