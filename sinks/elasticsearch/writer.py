@@ -15,7 +15,8 @@ from asyncsink.errors import FatalError, OptionError, RetryableError
 from asyncsink.options import SinkOptions, parse_options, raise_unknown
 from asyncsink.request import CallInfo, SubmitResult, current_call
 from asyncsink.sinks.http.classify import error_for_transport, parse_retry_after
-from asyncsink.sinks.http.client import HttpClientWriter, gzip_compress, open_client
+from asyncsink.sinks.http.client import HttpClientWriter, gzip_compress
+from asyncsink.sinks.http.clients import ClientSettings
 
 from .actions import BulkEntry, EntryBuilder, bulk_body, document_id
 from .hosts import HostPool
@@ -261,15 +262,14 @@ class ElasticsearchWriter(HttpClientWriter[Any, BulkEntry]):
     def _first_url(self) -> str:
         return self.es.host_urls[0]
 
-    def _open_client(self) -> httpx.AsyncClient:
+    def _client_settings(self) -> ClientSettings:
         es = self.es
-        return open_client(
-            urls=es.host_urls,
+        return ClientSettings.for_urls(
+            es.host_urls,
             tls_verify=es.tls_verify,
             ca_bundle=es.ca_bundle,
             connections=self.options.max_in_flight_requests + 1,
             timeout=self._timeouts,
-            transport=self._transport,
         )
 
 

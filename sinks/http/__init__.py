@@ -3,7 +3,8 @@
 ``HttpWriter`` sends each batch as a JSON array (or NDJSON) with an ``Idempotency-Key``
 that is the same on every re-send of a request; ``HttpOptions`` says where, how to
 authenticate, encode and compress, and how to read per-entry results; ``create_writer``
-builds both option groups from one mapping of Spark options::
+builds both option groups from one mapping of Spark options. Writers share a client per
+process, event loop and configuration (``close_clients`` closes the running loop's)::
 
     writer = create_writer({"url": "https://ingest.example.com/v1/events",
                             "bearerToken": token, "maxBatchSize": "500"})
@@ -12,6 +13,7 @@ builds both option groups from one mapping of Spark options::
 """
 
 from .classify import parse_retry_after
+from .clients import close_clients
 from .encoding import EntryEncodingError, JsonEntryEncoder
 from .options import HttpOptions
 from .writer import HttpWriter, create_writer
@@ -21,6 +23,7 @@ __all__ = [
     "HttpOptions",
     "HttpWriter",
     "JsonEntryEncoder",
+    "close_clients",
     "create_writer",
     "parse_retry_after",
 ]

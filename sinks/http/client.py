@@ -1,21 +1,23 @@
-"""What the sinks that talk HTTP with httpx share: a writer owning an ``httpx.AsyncClient``,
-the checks and headers of their credential and TLS options, a process-wide TLS context
-cache and request-body compression.
+"""What the sinks that talk HTTP with httpx share: a writer sending with an
+``httpx.AsyncClient``, the checks and headers of their credential and TLS options, and
+request-body compression.
 
-``HttpClientWriter`` is the base of ``HttpWriter`` and ``ElasticsearchWriter``: it opens
-its client when entered (or uses one it was given), keeps its credentials out of the log
-records of the HTTP client, of asyncsink and of the loggers its sink declares while open,
-and closes what it opened when it leaves. ``ClientOptions`` is the base of their option
-groups; each declares the option fields itself, documented for its destination.
+``HttpClientWriter`` is the base of ``HttpWriter`` and ``ElasticsearchWriter``: when
+entered it takes its event loop's shared client (see ``asyncsink.sinks.http.clients``),
+or opens its own around a transport it was given, or uses a client it was given; while
+open it keeps its credentials out of the log records of the HTTP client, of asyncsink
+and of the loggers its sink declares, and it closes only the client it opened.
+``ClientOptions`` is the base of their option groups; each declares the option fields
+itself, documented for its destination.
 """
 
 from __future__ import annotations
 
 import abc
+import asyncio
 import base64
 import functools
 import gzip
-import ssl
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, ClassVar, Self, TypeVar
@@ -28,8 +30,8 @@ from asyncsink.masking import mask_url
 from asyncsink.options import Options, option_specs, spark_name
 from asyncsink.writer import AsyncSinkWriter
 
+from .clients import ClientSettings, get_client, open_client
 from .redact import Redactor, mask_in_logs, unmask_in_logs
-from .transport import AiohttpTransport
 
 __all__ = [
     "ClientOptions",
@@ -37,8 +39,6 @@ __all__ = [
     "check_http_url",
     "gzip_compress",
     "is_header_text",
-    "open_client",
-    "tls_context",
 ]
 
 InputT = TypeVar("InputT")
@@ -56,15 +56,19 @@ _CREDENTIAL_KINDS = {
 class HttpClientWriter(AsyncSinkWriter[InputT, EntryT]):
     """An ``AsyncSinkWriter`` that sends its requests with one ``httpx.AsyncClient``.
 
-    Entering the writer opens the client (``_open_client``), unless one was given, and
-    from then on until it leaves, log records of httpx, httpcore, hpack, asyncsink and the
+    Entering the writer takes the client for its ``_client_settings()``: the running
+    event loop's shared one, whose connections outlive the writer and serve the next
+    writers of the loop; or, given a ``transport`` (or off asyncio), one of its own. From
+    then on until it leaves, log records of httpx, httpcore, hpack, asyncsink and the
     loggers named in ``logger_names`` never show the writer's secrets. Leaving closes the
-    client it opened, also when entering or leaving fails; a given client is left open.
+    client it opened, also when entering or leaving fails; a given client and a shared
+    one are left open (the loop's end, or ``close_clients()``, closes a shared one).
 
     Args:
         secrets: the values to keep out of logs and errors (``self._redact`` masks them).
         client: an ``httpx.AsyncClient`` to use instead of opening one; not closed here.
-        transport: the transport of the client the writer opens (tests, proxies).
+        transport: the transport of a client the writer opens for itself and closes
+            (tests, proxies).
         **kwargs: ``options``, ``call_log`` and the rest of ``AsyncSinkWriter``'s arguments.
     """
 
@@ -81,19 +85,30 @@ class HttpClientWriter(AsyncSinkWriter[InputT, EntryT]):
     ) -> None:
         super().__init__(**kwargs)
         self._client = client
-        self._owns_client = client is None
+        self._given_client = client is not None
+        self._owns_client = False
         self._transport = transport
         self._secrets = list(secrets)
         self._redact = Redactor(self._secrets)
         self._masking = False
 
     @abc.abstractmethod
-    def _open_client(self) -> httpx.AsyncClient:
-        """A new client for this writer (see ``open_client``).
+    def _client_settings(self) -> ClientSettings:
+        """What shapes this writer's client (writers with equal settings share one)."""
+
+    async def _take_client(self) -> httpx.AsyncClient:
+        """The shared client for the writer's settings, or, given a transport (or off
+        asyncio, which the shared clients need), a client of its own.
 
         Raises:
             OptionError: the options do not allow one (an unreadable ``caBundle``...).
+            ImportError: ``http2`` without the h2 package.
         """
+        settings = self._client_settings()
+        if self._transport is None and _on_asyncio():
+            return await get_client(settings)
+        self._owns_client = True
+        return open_client(settings, transport=self._transport)
 
     @abc.abstractmethod
     def _first_url(self) -> str:
@@ -145,7 +160,7 @@ class HttpClientWriter(AsyncSinkWriter[InputT, EntryT]):
         if self._masking:  # already open: let the core say so
             return await super().__aenter__()
         if self._client is None:
-            self._client = self._open_client()
+            self._client = await self._take_client()
         mask_in_logs(self._secrets, self.logger_names)
         self._masking = True
         try:
@@ -166,10 +181,11 @@ class HttpClientWriter(AsyncSinkWriter[InputT, EntryT]):
             await self._release()
 
     async def _release(self) -> None:
-        client = self._client
+        client, owned = self._client, self._owns_client
         try:
-            if self._owns_client and client is not None:
-                self._client = None
+            if not self._given_client:
+                self._client, self._owns_client = None, False
+            if owned and client is not None:
                 await client.aclose()
         finally:
             if self._masking:
@@ -268,70 +284,6 @@ class ClientOptions(Options):
         return "Basic " + base64.b64encode(pair).decode("ascii")
 
 
-def open_client(
-    *,
-    urls: Iterable[str],
-    tls_verify: bool,
-    ca_bundle: str | None,
-    connections: int,
-    timeout: httpx.Timeout,
-    transport: httpx.AsyncBaseTransport | None = None,
-    http2: bool = False,
-) -> httpx.AsyncClient:
-    """An ``httpx.AsyncClient`` for a writer: a pool of ``connections`` connections, no
-    redirects followed, and certificates verified (against ``ca_bundle`` if given) when
-    ``tls_verify`` is on and any of ``urls`` is https. Its HTTP/1.1 requests go through
-    aiohttp (see ``asyncsink.sinks.http.transport``) unless a ``transport`` is given; with
-    ``http2``, httpx's own stack offers HTTP/2.
-
-    Raises:
-        OptionError: ``caBundle`` is not a readable PEM file of CA certificates.
-        ImportError: ``http2`` without the h2 package (with an install hint).
-    """
-    verify: ssl.SSLContext | bool = False
-    if tls_verify and any(url.lower().startswith("https:") for url in urls):
-        try:
-            verify = tls_context(ca_bundle, http2)
-        except (OSError, ssl.SSLError) as exc:
-            raise OptionError(
-                "caBundle", ca_bundle, f"a readable PEM file of CA certificates ({exc})"
-            ) from exc
-    # Proxies from the environment: the aiohttp transport applies them itself, so the
-    # client must not mount httpx transports for them; httpx's own stack (HTTP/2) needs the
-    # client to. A transport given by the caller decides alone.
-    trust_env = transport is None and http2
-    if transport is None and not http2:
-        transport = AiohttpTransport(connections=connections, verify=verify)
-    try:
-        return httpx.AsyncClient(
-            http2=http2,
-            verify=verify,
-            timeout=timeout,
-            limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
-            transport=transport,
-            follow_redirects=False,
-            trust_env=trust_env,
-        )
-    except ImportError as exc:
-        raise ImportError(
-            f"option 'http2' needs the h2 package: pip install asyncsink[http2] ({exc})"
-        ) from exc
-
-
-@functools.lru_cache(maxsize=16)
-def tls_context(ca_bundle: str | None, http2: bool) -> ssl.SSLContext:
-    """A verifying TLS context, shared by the writers of a process: loading the CA
-    certificates takes a tenth of a second or more, too long to repeat for every writer.
-    Keyed by ``http2`` too, since the connection pool sets its ALPN protocols on it.
-
-    Raises:
-        OSError, ssl.SSLError: ``ca_bundle`` cannot be read or holds no certificate.
-    """
-    if ca_bundle is None:
-        return httpx.create_ssl_context()
-    return ssl.create_default_context(cafile=ca_bundle)
-
-
 async def gzip_compress(body: bytes, level: int = 6) -> bytes:
     """``body`` compressed with gzip, the same bytes for the same body every time (a
     re-sent call carries the very bytes of its first send). Large bodies are compressed
@@ -340,6 +292,14 @@ async def gzip_compress(body: bytes, level: int = 6) -> bytes:
     if len(body) >= _THREAD_GZIP_BYTES:
         return await anyio.to_thread.run_sync(compress)
     return compress()
+
+
+def _on_asyncio() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _has_control(text: str) -> bool:

@@ -21,7 +21,8 @@ from .classify import (
     parse_items,
     parse_retry_after,
 )
-from .client import HttpClientWriter, gzip_compress, open_client
+from .client import HttpClientWriter, gzip_compress
+from .clients import ClientSettings
 from .encoding import JsonEntryEncoder, frame_json, frame_ndjson
 from .options import BodyEncoder, EntryEncoder, HttpOptions
 
@@ -201,16 +202,15 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
     def _first_url(self) -> str:
         return self.http.url
 
-    def _open_client(self) -> httpx.AsyncClient:
+    def _client_settings(self) -> ClientSettings:
         http = self.http
-        return open_client(
-            urls=(http.url, http.reconcile_url or ""),
+        return ClientSettings.for_urls(
+            (http.url, http.reconcile_url or ""),
             tls_verify=http.tls_verify,
             ca_bundle=http.ca_bundle,
             connections=self.options.max_in_flight_requests,
-            timeout=self._timeouts,
-            transport=self._transport,
             http2=http.http2,
+            timeout=self._timeouts,
         )
 
 

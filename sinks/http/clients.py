@@ -1,0 +1,184 @@
+"""The ``httpx.AsyncClient`` of the sinks that talk HTTP: how one is opened, and the clients
+their writers share, one per event loop and configuration (see
+``asyncsink.sinks.loop_clients``).
+
+A writer given neither a client nor a transport uses its loop's shared client for its
+``ClientSettings``: everything that shapes a client (the origins its requests go to, the
+TLS verification and CA bundle, the pool's size, HTTP/2). Timeouts are not part of it:
+every request carries its writer's own. So the writers of the partitions a Spark worker
+runs one after the other on its loop reuse the connections (TCP, TLS) the previous ones
+kept alive, and the loop's end, or ``close_clients()``, closes them.
+
+A shared client keeps no cookies: one writer's session must not ride on another's requests.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.cookiejar
+import logging
+import ssl
+from collections.abc import Iterable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+
+import httpx
+
+from asyncsink.errors import OptionError
+
+from .. import loop_clients
+from .transport import AiohttpTransport
+
+__all__ = [
+    "ClientSettings",
+    "close_clients",
+    "get_client",
+    "open_client",
+    "open_client_count",
+    "tls_context",
+]
+
+log = logging.getLogger("asyncsink.http")
+
+_KIND = "HTTP"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClientSettings:
+    """What shapes a writer's client; writers with equal settings share one.
+
+    ``timeout`` is the client's default, outside the comparison: every request the
+    writers build carries their own timeouts, so it never applies to them.
+    """
+
+    origins: tuple[str, ...]
+    tls_verify: bool
+    ca_bundle: str | None
+    connections: int
+    http2: bool = False
+    timeout: httpx.Timeout = field(
+        default_factory=lambda: httpx.Timeout(5.0), compare=False, repr=False
+    )
+
+    @classmethod
+    def for_urls(cls, urls: Iterable[str], **settings: object) -> ClientSettings:
+        """Settings for requests to ``urls`` (only their origins count: scheme, host and
+        port, never the credentials a URL may hold); ``settings``: the other fields."""
+        return cls(origins=_origins(urls), **settings)  # type: ignore[arg-type]
+
+
+async def get_client(settings: ClientSettings) -> httpx.AsyncClient:
+    """The running event loop's shared client for ``settings``, opened on first use.
+
+    The client is shared: do not close it; the loop's end or ``close_clients`` does.
+
+    Raises:
+        RuntimeError: not running on an asyncio event loop.
+        OptionError: ``caBundle`` is not a readable PEM file of CA certificates.
+        ImportError: ``http2`` without the h2 package (with an install hint).
+    """
+    opener = functools.partial(_open_shared, settings)
+    client: httpx.AsyncClient = await loop_clients.shared_client(_KIND, settings, opener)
+    return client
+
+
+async def close_clients() -> None:
+    """Close the running event loop's shared HTTP clients, those of the HTTP and the
+    Elasticsearch sinks (no writer may be using them).
+
+    Loops ended by ``asyncio.run``/``anyio.run`` close their clients themselves; call this
+    before closing a loop you manage by hand, or to drop connections early.
+    """
+    await loop_clients.close_clients(_KIND)
+
+
+def open_client_count() -> int:
+    """How many shared HTTP clients this process holds open, over all event loops."""
+    return loop_clients.open_client_count(_KIND)
+
+
+async def _open_shared(settings: ClientSettings, stack: AsyncExitStack) -> httpx.AsyncClient:
+    client = open_client(settings, cookies=_NoCookies())
+    stack.push_async_callback(client.aclose)
+    log.debug("opened a shared HTTP client: %r", settings)
+    return client
+
+
+def open_client(
+    settings: ClientSettings,
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
+    cookies: http.cookiejar.CookieJar | None = None,
+) -> httpx.AsyncClient:
+    """An ``httpx.AsyncClient`` for ``settings``: a pool of ``connections`` connections,
+    no redirects followed, and certificates verified (against ``ca_bundle`` if given) when
+    ``tls_verify`` is on and any origin is https. Its HTTP/1.1 requests go through aiohttp
+    (see ``asyncsink.sinks.http.transport``) unless a ``transport`` is given; with
+    ``http2``, httpx's own stack offers HTTP/2. ``cookies``: the client's cookie jar.
+
+    Raises:
+        OptionError: ``caBundle`` is not a readable PEM file of CA certificates.
+        ImportError: ``http2`` without the h2 package (with an install hint).
+    """
+    verify: ssl.SSLContext | bool = False
+    http2, connections = settings.http2, settings.connections
+    if settings.tls_verify and any(url.startswith("https:") for url in settings.origins):
+        try:
+            verify = tls_context(settings.ca_bundle, http2)
+        except (OSError, ssl.SSLError) as exc:
+            raise OptionError(
+                "caBundle",
+                settings.ca_bundle,
+                f"a readable PEM file of CA certificates ({exc})",
+            ) from exc
+    # Proxies from the environment: the aiohttp transport applies them itself, so the
+    # client must not mount httpx transports for them; httpx's own stack (HTTP/2) needs the
+    # client to. A transport given by the caller decides alone.
+    trust_env = transport is None and http2
+    if transport is None and not http2:
+        transport = AiohttpTransport(connections=connections, verify=verify)
+    try:
+        return httpx.AsyncClient(
+            http2=http2,
+            verify=verify,
+            timeout=settings.timeout,
+            limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
+            transport=transport,
+            follow_redirects=False,
+            trust_env=trust_env,
+            cookies=cookies,
+        )
+    except ImportError as exc:
+        raise ImportError(
+            f"option 'http2' needs the h2 package: pip install asyncsink[http2] ({exc})"
+        ) from exc
+
+
+@functools.lru_cache(maxsize=16)
+def tls_context(ca_bundle: str | None, http2: bool) -> ssl.SSLContext:
+    """A verifying TLS context, shared by the writers of a process: loading the CA
+    certificates takes a tenth of a second or more, too long to repeat for every writer.
+    Keyed by ``http2`` too, since the connection pool sets its ALPN protocols on it.
+
+    Raises:
+        OSError, ssl.SSLError: ``ca_bundle`` cannot be read or holds no certificate.
+    """
+    if ca_bundle is None:
+        return httpx.create_ssl_context()
+    return ssl.create_default_context(cafile=ca_bundle)
+
+
+def _origins(urls: Iterable[str]) -> tuple[str, ...]:
+    found = set()
+    for url in urls:
+        if url:
+            parsed = httpx.URL(url)
+            found.add(f"{parsed.scheme}://{parsed.host}:{parsed.port or ''}")
+    return tuple(sorted(found))
+
+
+class _NoCookies(http.cookiejar.CookieJar):
+    """A cookie jar that keeps nothing."""
+
+    def __init__(self) -> None:
+        super().__init__(policy=http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
