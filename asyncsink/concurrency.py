@@ -23,7 +23,11 @@ queueing), and its concurrency the mean number in flight at each answer:
 - *shrink* beyond ``beta``, to the concurrency the destination served without queueing
   plus ``alpha``, by a quarter a round at most: at once if the limit just grew, else
   when a second round in a row says so (one slow round may be a hiccup of a busy
-  machine, which fewer requests would not cure);
+  machine, which fewer requests would not cure); and while this process itself was on
+  the CPU for half the round or more (its own work then slows the answers, and at
+  20 ms and below a Python client is often the bottleneck, not the destination), only
+  when the last growth did not bring at least half its share of answers a second
+  more (in flight / latency, against the lower limit before), and then back to it;
 - *back off* when the destination throttles or a request times out: halve the limit,
   once per round trip (a request sent before the limit last shrank does not shrink it
   again), and make that the threshold; growing back, add one a round from 80% of the
@@ -52,6 +56,8 @@ then the limit returns to what it was.
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Callable
 
 __all__ = ["ConcurrencyLimiter"]
 
@@ -68,6 +74,8 @@ class ConcurrencyLimiter:
         maximum: the upper bound (``maxInFlightRequests``).
         adaptive: ``False`` keeps the limit at ``maximum``.
         initial: the limit to start from (capped at ``maximum``).
+        cpu_clock: this process's CPU time in seconds, to tell a busy client from a
+            queueing destination; ``None`` judges by latency alone.
     """
 
     INITIAL = 16
@@ -81,6 +89,8 @@ class ConcurrencyLimiter:
     PROBE_LOWER = 0.9  # a probe round this much faster than the one before probes lower
     PROBE_DEPTH = 4  # halvings
     CLOSE_TO_CONGESTION = 0.8  # from this share of the last throttled limit, grow by one
+    BUSY = 0.5  # share of a round this process spent on the CPU that makes it the bottleneck
+    GAIN = 0.5  # share of the answers a second more requests should add, when busy
 
     __slots__ = (
         "adaptive",
@@ -89,9 +99,12 @@ class ConcurrencyLimiter:
         "maximum",
         "threshold",
         "_congested_at",
+        "_cpu_clock",
+        "_cpu_start",
         "_in_flight_sum",
         "_last_decrease",
-        "_last_mean",
+        "_last_rate",
+        "_previous_rate",
         "_latency_squares",
         "_latency_sum",
         "_peak",
@@ -102,12 +115,22 @@ class ConcurrencyLimiter:
         "_rounds_to_probe",
         "_samples",
         "_shrunk_at",
+        "_busy",
         "_value",
         "_warming",
     )
 
-    def __init__(self, *, maximum: int, adaptive: bool = True, initial: int = INITIAL) -> None:
+    def __init__(
+        self,
+        *,
+        maximum: int,
+        adaptive: bool = True,
+        initial: int = INITIAL,
+        cpu_clock: Callable[[], float] | None = time.process_time,
+    ) -> None:
         self.maximum = max(1, maximum)
+        self._cpu_clock = cpu_clock
+        self._cpu_start = 0.0
         self.adaptive = adaptive
         self._value = float(min(self.maximum, max(1, initial)) if adaptive else self.maximum)
         self.limit = int(self._value)
@@ -115,10 +138,14 @@ class ConcurrencyLimiter:
         self.floor: float | None = None  # seconds
         self._last_decrease = -math.inf
         self._congested_at = 0.0  # the limit the destination last throttled at
-        self._last_mean = 0.0
+        # (limit, answers a second) of the last round judged, and of the last one before
+        # it at another limit
+        self._last_rate: tuple[int, float] | None = None
+        self._previous_rate: tuple[int, float] | None = None
         self._shrunk_at: float | None = None  # mean latency of the round that shrank it
         self._rounds_to_probe = self.FIRST_PROBE
         self._warming = True
+        self._busy = False
         # while probing: the limit to return to, the last round's mean latency and how
         # many times the limit was halved
         self._probe: tuple[float, float, int] | None = None
@@ -182,6 +209,7 @@ class ConcurrencyLimiter:
         latency = max(mean - self.NOISE * math.sqrt(variance / count), 0.0)
         in_flight = self._in_flight_sum / count
         used_in_full = self._peak >= self.limit
+        self._busy = self._busy_round(now)
         if self.floor is None or mean < self.floor:
             self.floor = mean
         if self._shrunk_at is not None and mean >= self._shrunk_at * self.UNHELPED:
@@ -189,21 +217,26 @@ class ConcurrencyLimiter:
             # destination, a busier machine), and the floor is out of date.
             self._rounds_to_probe = 0
         self._shrunk_at = None
-        self._last_mean = mean
+        rate = in_flight / mean  # answers a second, by Little's law
+        if self._last_rate is not None and self._last_rate[0] != self.limit:
+            self._previous_rate = self._last_rate
+        self._last_rate = (self.limit, rate)
         self._rounds_to_probe -= 1
         if self._rounds_to_probe <= 0 and self.limit > 1:
             self._rounds_to_probe = self.PROBE_EVERY
             self._probe = (self._value, mean, 1)
             self._set(self._value / 2, now)
             return
-        self._set(self._next_value(mean, latency, in_flight, used_in_full), now)
+        self._set(self._next_value(mean, latency, in_flight, used_in_full, rate), now)
 
     def _end_probe_round(self, mean: float, now: float) -> None:
         assert self._probe is not None
         saved, previous, depth = self._probe
         self.floor = mean
-        if mean < previous * self.PROBE_LOWER and depth < self.PROBE_DEPTH and self.limit > 1:
-            # Halving lowered latency: the round before queued; so may this one.
+        lower = mean < previous * self.PROBE_LOWER and not self._busy_round(now)
+        if lower and depth < self.PROBE_DEPTH and self.limit > 1:
+            # Halving lowered latency, not by sparing this process work: the round
+            # before queued; so may this one.
             self._probe = (saved, mean, depth + 1)
             self._set(self._value / 2, now)
             return
@@ -211,7 +244,7 @@ class ConcurrencyLimiter:
         self._set(saved, now)
 
     def _next_value(
-        self, mean: float, latency: float, in_flight: float, used_in_full: bool
+        self, mean: float, latency: float, in_flight: float, used_in_full: bool, rate: float
     ) -> float:
         assert self.floor is not None
         value = self._value
@@ -220,11 +253,21 @@ class ConcurrencyLimiter:
         beta = 2 * alpha
         grew, self._grew = self._grew, False
         queued_last, self._queued_last = self._queued_last, queued > beta
-        if queued > beta and (grew or queued_last):  # one round alone may be a hiccup
+        before = self._previous_rate
+        # More requests that did not bring at least half their share of answers more
+        paid = (
+            before is None
+            or before[0] >= value
+            or rate >= before[1] * (1 + self.GAIN * (value / before[0] - 1))
+        )
+        if queued > beta and (grew or queued_last) and (not paid or not self._busy):
             self.threshold = value
             self._shrunk_at = mean
             served = in_flight - queued  # what the destination took without queueing
-            return max(value * self.SHRINK_LIMIT, min(value, served + alpha))
+            target = max(value * self.SHRINK_LIMIT, min(value, served + alpha))
+            if self._busy and before is not None:  # back to the limit that answered more
+                target = max(target, float(before[0]))
+            return target
         if queued >= alpha or not used_in_full:
             return value
         self._grew = True
@@ -234,11 +277,21 @@ class ConcurrencyLimiter:
             return value + 1.0  # carefully, near where the destination last throttled
         return value + max(1.0, alpha - queued)
 
+    def _busy_round(self, now: float) -> bool:
+        """Whether this process spent most of the round on the CPU: then latency rose
+        with its own work, which fewer requests do not cure (they only answer fewer)."""
+        if self._cpu_clock is None or now <= self._round_start:
+            return False
+        used = self._cpu_clock() - self._cpu_start
+        return used >= self.BUSY * (now - self._round_start)
+
     def _set(self, value: float, now: float) -> None:
         """Take a new limit and start a new round."""
         self._value = min(float(self.maximum), max(1.0, value))
         self.limit = int(self._value)
         self._round_start = now
+        if self._cpu_clock is not None:
+            self._cpu_start = self._cpu_clock()
         self._samples = 0
         self._latency_sum = 0.0
         self._latency_squares = 0.0

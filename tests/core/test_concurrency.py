@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 import random
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -59,7 +60,15 @@ class Throttling:
         return now + self.latency, in_flight > self.allowed
 
 
-Destination = Fixed | Queueing | Throttling
+class Busy:
+    """A client busy with its own work: every request in flight adds to every request's
+    latency (20 ms alone, 40 with 32 in flight), yet more in flight still answer more."""
+
+    def answer(self, now: float, in_flight: int) -> tuple[float, bool]:
+        return now + 20 * MS + 20 * MS / 32 * in_flight, False
+
+
+Destination = Fixed | Queueing | Throttling | Busy
 
 
 @dataclass
@@ -107,8 +116,11 @@ class Run:
         return next(at for at, value in self.limits if at >= after and value >= limit)
 
 
-def adaptive(maximum: int = 128) -> ConcurrencyLimiter:
-    return ConcurrencyLimiter(maximum=maximum)
+def adaptive(
+    maximum: int = 128, cpu_clock: Callable[[], float] | None = None
+) -> ConcurrencyLimiter:
+    """An adaptive limiter judging by latency alone, unless given a CPU clock."""
+    return ConcurrencyLimiter(maximum=maximum, cpu_clock=cpu_clock)
 
 
 def test_grows_to_the_upper_bound_within_a_few_round_trips_while_latency_stays_at_its_floor() -> (
@@ -153,6 +165,36 @@ def test_relearns_its_floor_when_the_destination_gets_slower_for_good() -> None:
     assert run.limiter.floor == pytest.approx(60 * MS)
     assert run.first_time_at(128, after=1.5) < 8.0
     assert run.limiter.limit >= 64
+
+
+class CpuClock:
+    """This process's CPU time: ``share`` of the simulated time that passed."""
+
+    def __init__(self, run: Run, share: float) -> None:
+        self.run, self.share = run, share
+
+    def __call__(self) -> float:
+        return self.run.now * self.share
+
+
+def run_on_cpu(destination: Destination, share: float) -> Run:
+    run = Run(adaptive(128), destination)
+    run.limiter = adaptive(128, cpu_clock=CpuClock(run, share))
+    return run.until(3.0)
+
+
+def test_a_busy_client_does_not_read_its_own_slowness_as_a_queue() -> None:
+    idle, busy = run_on_cpu(Busy(), 0.1), run_on_cpu(Busy(), 0.9)
+    assert statistics.median(idle.limits_after(1.0)) < 16  # latency alone: "a queue"
+    assert statistics.median(busy.limits_after(1.0)) >= 16  # its own work: kept
+    answered = [sum(1 for at, _ in run.latencies if at >= 1.0) for run in (idle, busy)]
+    assert answered[1] > 1.2 * answered[0]
+
+
+def test_a_busy_client_still_finds_a_queue_that_more_requests_do_not_get_through() -> None:
+    busy = run_on_cpu(Queueing(16, 20 * MS), 0.9)
+    assert statistics.median(busy.limits_after(1.0)) <= 24
+    assert busy.p99_after(1.0) < 2 * 20 * MS
 
 
 def test_halves_when_throttled_and_once_per_round_trip() -> None:
