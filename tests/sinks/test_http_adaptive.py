@@ -30,8 +30,8 @@ import httpx
 import pytest
 
 from asyncsink import SubmitResult
+from asyncsink.sinks.http import HttpWriter, create_writer
 from asyncsink.testing import Faults, FaultServer, FaultServerStats
-from sinks.http import HttpWriter, create_writer
 
 pytestmark = pytest.mark.anyio
 
