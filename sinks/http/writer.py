@@ -127,6 +127,10 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
         and commas to the sum, an NDJSON body ``count`` newlines."""
         return len(entry)
 
+    def entry_sizes(self, entries: list[bytes]) -> list[int]:
+        """The lengths of a run of entries, at once."""
+        return list(map(len, entries))
+
     async def submit_request_entries(self, entries: list[bytes]) -> SubmitResult | None:
         """POST/PUT one batch; the entries to retry or reject come from the answer.
 
