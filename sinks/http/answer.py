@@ -124,6 +124,9 @@ def read_items(
         raise FatalError(
             f"{what} lists {len(items)} items for a request of {count} {unit}: {cannot_tell}"
         )
+    fast = _plain_statuses(items) if operation is None else None
+    if fast is not None:
+        return Items(fast, items, operation)
     statuses: list[int] = []
     append = statuses.append
     for item in items:  # the common shapes at once; the rest, and the faults, below
@@ -134,6 +137,21 @@ def read_items(
         else:
             append(_status(item, len(statuses), operation, what, cannot_tell))
     return Items(statuses, items, operation)
+
+
+def _plain_statuses(items: list[Any]) -> list[int] | None:
+    """The statuses of items that are all objects with an integer ``status`` from 100 to
+    599, read in C-speed steps; ``None`` when any is not (the item-by-item reading then
+    finds which, and why)."""
+    try:
+        statuses = [item["status"] for item in items]
+    except (KeyError, TypeError, IndexError):
+        return None
+    if not statuses:
+        return statuses
+    if set(map(type, statuses)) != {int} or min(statuses) < 100 or max(statuses) > 599:
+        return None
+    return statuses
 
 
 def _status(item: Any, index: int, operation: str | None, what: str, cannot_tell: str) -> int:

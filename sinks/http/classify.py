@@ -193,10 +193,13 @@ def parse_items(
     items = read_items(payload, count, what=what)
     if items is None:
         return None
+    statuses = items.statuses
+    if not statuses or (min(statuses) >= 200 and max(statuses) <= 299):
+        return None  # every entry taken: the common answer, decided at once
     retry: list[int] = []
     rejected: dict[int, str] = {}
     throttled = False
-    for index, status in enumerate(items.statuses):
+    for index, status in enumerate(statuses):
         if 200 <= status <= 299:
             continue
         if is_retryable_status(status):

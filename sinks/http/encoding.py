@@ -152,7 +152,7 @@ class JsonEntryEncoder:
                 # What Row.asDict() does, for rows that share their field names.
                 dicts = [dict(zip(fields, row, strict=False)) for row in elements]
                 return [memoryview(dumps(row, default=default)).tobytes() for row in dicts]
-            if all(type(element) is dict for element in elements):
+            if set(map(type, elements)) == {dict}:
                 return [
                     memoryview(dumps(element, default=default)).tobytes() for element in elements
                 ]
