@@ -177,3 +177,27 @@ def test_an_upstream_failure_under_a_data_source_write_loses_nothing(
         writer = writer.option("batchId", batch_id)
     writer.mode("append").save()
     assert_exactly_once(server, 6000)
+
+
+def test_an_upstream_failure_under_a_streaming_data_source_loses_nothing(
+    spark: Any, server: FaultServer, tmp_path: Any
+) -> None:
+    from pyspark.sql import functions as F
+
+    def label(name: str) -> str:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        if name == "f1-250" and context is not None and context.attemptNumber() == 0:
+            raise ValueError("upstream operator failed")
+        return name
+
+    source = file_stream(spark, tmp_path / "in", files=2, per_file=500)
+    source = source.select(F.udf(label, "string", useArrow=False)("id").alias("id"), "v")
+    writer = (
+        source.writeStream.format("asyncsink-http")
+        .options(**http_options(server, f"sqlite:///{tmp_path}/s.db"))
+        .option("sinkId", "ds-stream-upstream")
+    )
+    run_stream(writer, tmp_path / "ck")
+    assert_exactly_once(server, 1000)
