@@ -142,7 +142,6 @@ class JsonEntryEncoder:
             EntryEncodingError: some element cannot be encoded (call the encoder on each
                 to learn which, and why).
         """
-        dumps, default = orjson.dumps, self._default
         first = elements[0] if elements else None
         fields = getattr(first, "__fields__", None) if hasattr(first, "asDict") else None
         try:
@@ -150,15 +149,31 @@ class JsonEntryEncoder:
                 getattr(element, "__fields__", None) is fields for element in elements
             ):
                 # What Row.asDict() does, for rows that share their field names.
-                dicts = [dict(zip(fields, row, strict=False)) for row in elements]
-                return [memoryview(dumps(row, default=default)).tobytes() for row in dicts]
+                return self._encode_dicts(
+                    [dict(zip(fields, row, strict=False)) for row in elements]
+                )
             if set(map(type, elements)) == {dict}:
-                return [
-                    memoryview(dumps(element, default=default)).tobytes() for element in elements
-                ]
+                return self._encode_dicts(list(elements))
         except TypeError:
             pass  # a key that is not text, or a value with no JSON form: one at a time
         return [self(element) for element in elements]
+
+    def _encode_dicts(self, dicts: list[dict[str, Any]]) -> list[bytes]:
+        """Dicts encoded by one ``orjson.dumps`` of the whole run, cut into an entry per
+        dict: the same bytes as encoding each alone, at a fraction of the cost.
+
+        The run's JSON is ``[{...},{...}]``: cut at the ``},{`` between its objects, it
+        gives exactly one part per dict; when a value holds that sequence too (a string, a
+        list of objects), it gives more, and each dict is encoded alone.
+
+        Raises:
+            TypeError: a key that is not text, or a value with no JSON form.
+        """
+        dumps, default = orjson.dumps, self._default
+        parts = dumps(dicts, default=default)[2:-2].split(b"},{")
+        if len(parts) == len(dicts):
+            return [b"{%b}" % part for part in parts]
+        return [memoryview(dumps(row, default=default)).tobytes() for row in dicts]
 
     def _explain(self, element: Any, exc: TypeError) -> EntryEncodingError:
         found = self._find(element, "", 0)
