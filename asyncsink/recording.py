@@ -50,8 +50,9 @@ class CallRecorder(Protocol):
         """Elements of a completed scope: counted and digested, never sent."""
 
     def settle_reconciled(self, call: CallInfo, held: Collection[int] | None) -> frozenset[int]:
-        """A re-sent call of an earlier attempt, looked up with its entries: ``held`` are
-        the entries the destination holds (``None``: unknown). Returns those now settled."""
+        """A call of an earlier attempt, its entries given again: ``held`` are the entries
+        the destination holds, or ``None`` when it was not or could not be looked up (the
+        call is re-sent as it was). Returns those now settled."""
 
     def recorded_results(self) -> list[Any]:
         """Result details of the acknowledged calls of the scope, in call order."""

@@ -867,6 +867,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
                 self._reconciling += 1
                 self._tg.start_soon(self._reconcile_then_send, info, parts)
             else:
+                self._log.settle_reconciled(info, None)  # not looked up: re-sent as it was
                 self._buffer.requeue(list(parts), now, info)
             self._wake_timer()
 

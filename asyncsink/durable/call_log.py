@@ -249,7 +249,6 @@ class CallLog:
             collected[seq] = (seq, entry, size)
             if len(collected) == len(record.seqs):
                 del self._collected[call_id]
-                self.resent_calls += 1
                 parts = [collected[s] for s in record.seqs]
                 self._resends.append((self._info(record), parts))
                 self._requeued.add(call_id)
@@ -295,18 +294,19 @@ class CallLog:
     def settle_reconciled(self, call: CallInfo, held: Collection[int] | None) -> frozenset[int]:
         """A re-sent call of an earlier attempt was looked up at the destination with its
         entries: ``held`` are the sequence numbers it holds (``None``: it cannot tell, and
-        the call is re-sent as it was). Returns the entries now known as delivered."""
+        the call is re-sent as it was, and counted so). Returns the entries now known as
+        delivered."""
         if held is None:
+            self.resent_calls += 1
             return frozenset()
         record = self._records[call.call_id]
         acked = frozenset(held).intersection(record.seqs)
         record.status = SUCCEEDED
         record.acked = acked
         self._put(record)
-        self.digest.add(c for q, c in zip(record.seqs, record.crcs, strict=True) if q in acked)
+        self._digest_settled(record, acked)
         self.skipped += len(acked)
         self.reconciled += 1
-        self.resent_calls -= 1  # counted when its entries were collected for a re-send
         return acked
 
     def recorded_results(self) -> list[Any]:
@@ -402,10 +402,17 @@ class CallLog:
         record.result = detail
         self._put(record)
         if len(record.acked) + len(rejected) == len(record.seqs):
+            self.digest.add(record.crcs)  # all settled: no set to build
+        else:
+            self._digest_settled(record, record.acked.union(rejected))
+
+    def _digest_settled(self, record: CallRecord, settled: frozenset[int]) -> None:
+        """Count the entries of ``record`` that ``settled`` names into the scope's digest."""
+        if len(settled) == len(record.seqs):
             self.digest.add(record.crcs)
         else:
-            done = record.acked.union(rejected)
-            self.digest.add(c for q, c in zip(record.seqs, record.crcs, strict=True) if q in done)
+            crcs = zip(record.seqs, record.crcs, strict=True)
+            self.digest.add(crc for seq, crc in crcs if seq in settled)
 
     def record_failure(self, call: CallInfo, error: BaseException | None) -> None:
         record = self._records[call.call_id]

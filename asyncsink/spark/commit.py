@@ -25,7 +25,7 @@ from typing import Any
 
 import anyio
 
-from ..durable.completion import complete_scopes
+from ..durable.completion import ScopeSummary, complete_scopes
 from ..stats import WriterStatistics
 from ..stores import open_store
 from .runner import PartitionResult
@@ -131,7 +131,7 @@ def commit_run(
 async def _complete(
     spec: SinkSpec,
     identity: RunIdentity,
-    summaries: list[Any],
+    summaries: list[ScopeSummary],
     completed_by: str,
     stream: bool,
 ) -> None:
