@@ -90,17 +90,31 @@ def _sum(messages: list[Any]) -> tuple[WriterStatistics, int]:
     return total, len(messages) - len(results)
 
 
-class _BatchWriter(DataSourceWriter):
+class _Tasks:
+    """What a write task does with its partition: rows, or Arrow record batches when the
+    writer is one of Spark's Arrow writers (``arrow``: the same rows, without pickling
+    each one in the JVM)."""
+
+    spec: SinkSpec
+    names: list[str]
+    arrow = False
+
+    def _deliver(self, iterator: Iterator[Any], identity: RunIdentity) -> AsyncSinkCommitMessage:
+        run, batch_id = identity.run, identity.batch_id
+        if self.arrow:
+            chunks = batch_chunks(iterator, self.names, as_dicts=self.spec.reads_mappings)
+            return AsyncSinkCommitMessage.of(run_chunks(self.spec, chunks, run, batch_id))
+        return AsyncSinkCommitMessage.of(run_partition(self.spec, iterator, run, batch_id))
+
+
+class _BatchWriter(_Tasks, DataSourceWriter):
     def __init__(self, spec: SinkSpec) -> None:
         self.spec = spec
         self.identity = batch_identity(spec)  # pickled with the writer: one run per write
         self.names: list[str] = []
 
     def write(self, iterator: Iterator[Any]) -> AsyncSinkCommitMessage:
-        identity = self.identity
-        return AsyncSinkCommitMessage.of(
-            run_partition(self.spec, iterator, identity.run, identity.batch_id)
-        )
+        return self._deliver(iterator, self.identity)
 
     def commit(self, messages: list[Any]) -> None:
         results = _results(messages)
@@ -118,27 +132,18 @@ class _BatchWriter(DataSourceWriter):
 
 
 class _ArrowBatchWriter(_BatchWriter, DataSourceArrowWriter):
-    """A batch write whose rows come as Arrow record batches (``arrow_readable`` columns):
-    the same rows, without pickling each one in the JVM."""
+    """A batch write whose rows come as Arrow record batches (``arrow_readable`` columns)."""
 
-    def write(self, iterator: Iterator[Any]) -> AsyncSinkCommitMessage:
-        identity = self.identity
-        chunks = batch_chunks(iterator, self.names, as_dicts=self.spec.reads_mappings)
-        return AsyncSinkCommitMessage.of(
-            run_chunks(self.spec, chunks, identity.run, identity.batch_id)
-        )
+    arrow = True
 
 
-class _StreamWriter(DataSourceStreamWriter):
+class _StreamWriter(_Tasks, DataSourceStreamWriter):
     def __init__(self, spec: SinkSpec) -> None:
         self.spec = spec
         self.names: list[str] = []
 
     def write(self, iterator: Iterator[Any]) -> AsyncSinkCommitMessage:
-        identity = task_stream_run()
-        return AsyncSinkCommitMessage.of(
-            run_partition(self.spec, iterator, identity.run, identity.batch_id)
-        )
+        return self._deliver(iterator, task_stream_run())
 
     def commit(self, messages: list[Any], batchId: int) -> None:  # noqa: N803 - Spark's name
         results = _results(messages)
@@ -163,14 +168,9 @@ class _StreamWriter(DataSourceStreamWriter):
 
 
 class _ArrowStreamWriter(_StreamWriter, DataSourceStreamArrowWriter):
-    """A streaming write whose rows come as Arrow record batches (see ``_ArrowBatchWriter``)."""
+    """A streaming write whose rows come as Arrow record batches."""
 
-    def write(self, iterator: Iterator[Any]) -> AsyncSinkCommitMessage:
-        identity = task_stream_run()
-        chunks = batch_chunks(iterator, self.names, as_dicts=self.spec.reads_mappings)
-        return AsyncSinkCommitMessage.of(
-            run_chunks(self.spec, chunks, identity.run, identity.batch_id)
-        )
+    arrow = True
 
 
 class AsyncSinkDataSource(DataSource):
