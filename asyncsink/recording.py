@@ -57,8 +57,9 @@ class CallRecorder(Protocol):
     def recorded_results(self) -> list[Any]:
         """Result details of the acknowledged calls of the scope, in call order."""
 
-    def new_call(self, items: Sequence[Released]) -> CallInfo:
-        """Number a new request (and record it PENDING)."""
+    def new_call(self, seqs: Sequence[int], entries: Sequence[Any]) -> CallInfo:
+        """Number a new request carrying ``entries`` (sequence numbers ``seqs``), and
+        record it PENDING."""
 
     def sending_again(self, call: CallInfo) -> None:
         """``call`` is about to be sent again: note when (durable with the next sync)."""
@@ -111,11 +112,11 @@ class NoRecords:
     def recorded_results(self) -> list[Any]:
         return []
 
-    def new_call(self, items: Sequence[Released]) -> CallInfo:
+    def new_call(self, seqs: Sequence[int], entries: Sequence[Any]) -> CallInfo:
         call_id = self._next_call
         self._next_call += 1
-        seqs = tuple([item[0] for item in items])
-        return CallInfo(call_id, idempotency_key(self.scope_name, call_id), self.scope_name, seqs)
+        key = idempotency_key(self.scope_name, call_id)
+        return CallInfo(call_id, key, self.scope_name, tuple(seqs))
 
     def record_result(
         self, call: CallInfo, acked: Collection[int], rejected: dict[int, str], detail: Any

@@ -31,7 +31,7 @@ import anyio.abc
 import anyio.lowlevel
 import orjson
 
-from .buffer import Item, RequestBuffer
+from .buffer import RequestBuffer, Run
 from .concurrency import ConcurrencyLimiter
 from .connections import ConnectionFailure, connection_failure, ever_reached, mark_reached
 from .dead_letter import DeadLetter, dead_letter_target, element_bytes
@@ -55,6 +55,8 @@ __all__ = ["AsyncSinkWriter", "WriterSnapshot"]
 
 log = logging.getLogger("asyncsink")
 
+_RUN = 2048  # elements ``write_all`` converts at once, at least
+
 InputT = TypeVar("InputT")
 EntryT = TypeVar("EntryT")
 
@@ -75,14 +77,11 @@ class WriterSnapshot(Generic[EntryT]):
 
 
 class _Call(Generic[EntryT]):
-    __slots__ = ("info", "items", "sent", "size", "settled", "started")
+    __slots__ = ("info", "run", "sent", "settled", "started")
 
-    def __init__(
-        self, info: CallInfo, items: list[Item[EntryT]], size: int, started: float
-    ) -> None:
+    def __init__(self, info: CallInfo, run: Run[EntryT], started: float) -> None:
         self.info = info
-        self.items = items
-        self.size = size
+        self.run = run
         self.started = started
         self.sent = started  # when the request left
         self.settled = False
@@ -138,7 +137,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         self._next_seq = 0
         self._flushing = 0
         self._fatal: BaseException | None = None
-        self._exhausted: list[Item[EntryT]] = []
+        self._exhausted = 0  # entries out of retries
         self._attempts: dict[int, int] = {}  # seq -> failed attempts, while it has any
         self._last_error: BaseException | None = None
         self._tg: anyio.abc.TaskGroup | None = None
@@ -174,11 +173,12 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         An exception makes the element a bad record (position and reason reported).
         """
 
-    def convert_all(self, elements: list[InputT]) -> list[EntryT]:
+    def convert_all(self, elements: Sequence[InputT]) -> list[EntryT]:
         """Convert a run of elements, one entry per element, in order.
 
-        The writer converts what ``write_all`` is given in runs; the default calls
-        ``convert`` on each element. Override it when a run converts faster at once. If
+        The writer converts what ``write_all`` is given in runs: lists, or slices of the
+        ``Sequence`` it was given. The default calls ``convert`` on each element.
+        Override it when a run converts faster at once. If
         it raises, the writer converts that run again one element at a time, with
         ``convert``, to report the bad record at its position.
         """
@@ -334,7 +334,10 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
 
     async def write_all(self, elements: Iterable[InputT] | AsyncIterable[InputT]) -> None:
         """``write`` each element in turn, the same as a loop of ``write`` calls but
-        several times faster: elements are taken in runs of up to ``maxBatchSize``.
+        several times faster: elements are converted in runs (``convert_all``) of up to
+        ``maxBatchSize`` or 2048 elements, whichever is more, while the buffer has
+        room. A ``Sequence`` is cut into runs by slicing it, so a sequence type of its
+        own (an Arrow record batch's rows...) reaches ``convert_all`` as slices of itself.
 
         Raises:
             BadRecordError: as ``write``; the elements before the bad one are accepted.
@@ -344,9 +347,11 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             async for element in elements:
                 await self.write(element)
             return
-        iterator = iter(elements)
+        sliced = elements if isinstance(elements, Sequence) else None
+        iterator = iter(elements) if sliced is None else None
         buffer = self._buffer
-        run = max(1, self.options.max_batch_size)
+        run = max(self.options.max_batch_size, _RUN)
+        done = 0
         while True:
             if self._state is not _State.OPEN or self._fatal is not None:
                 self._check_usable()
@@ -354,7 +359,13 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             if room <= 0:
                 await self._make_room()
                 continue
-            chunk = list(islice(iterator, min(room, run)))
+            count = min(room, run)
+            if sliced is not None:
+                chunk: Sequence[InputT] = sliced[done : done + count]
+                done += count
+            else:
+                assert iterator is not None
+                chunk = list(islice(iterator, count))
             if not chunk:
                 return
             if self._accept_many(chunk):
@@ -406,30 +417,29 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             if self._log.admit(seq, entry, size, now):
                 self._take_from_log()
                 return self._log.needs_sync
-        buffer.append((seq, entry, size), now)
+        buffer.append(seq, entry, size, now)
         return self._pump_if_batch_ready()
 
-    def _accept_many(self, elements: list[InputT]) -> bool:
+    def _accept_many(self, elements: Sequence[InputT]) -> bool:
         """``_accept`` each of ``elements``, converting and buffering them together when
         none of them needs a closer look; ``True`` when the caller should yield."""
-        items = self._convert_run(elements)
-        if items is None:
+        run = self._convert_run(elements)
+        if run is None:
             started = False
             for element in elements:
                 started = self._accept(element) or started
             return started
+        count = len(run.entries)
+        self._next_seq += count
+        self._written += count
         if self._skip_all:
-            self._log.skip_completed([item[1] for item in items])
-            self._next_seq += len(items)
-            self._written += len(items)
+            self._log.skip_completed(run.entries)
             return False
         buffer = self._buffer
         if not buffer.fresh_count:
             self._wake.set()
         self._clock = now = time.monotonic()
-        buffer.extend(items, now)
-        self._next_seq += len(items)
-        self._written += len(items)
+        buffer.extend(run, now)
         return self._pump_if_batch_ready()
 
     def _skip_completed(self, seq: int, element: InputT) -> None:
@@ -444,8 +454,8 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         fits = self.entry_size(entry) <= self._max_record
         self._log.skip_completed((entry,) if fits else (), 1)
 
-    def _convert_run(self, elements: list[InputT]) -> list[Item[EntryT]] | None:
-        """The items of ``elements`` converted at once, numbered from ``_next_seq``; or
+    def _convert_run(self, elements: Sequence[InputT]) -> Run[EntryT] | None:
+        """The run of ``elements`` converted at once, numbered from ``_next_seq``; or
         ``None`` when they must be taken one at a time (the call log replays them, or one
         is a bad record)."""
         if self._log.recovering:
@@ -459,11 +469,13 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
                 f"convert_all returned {len(entries)} entries for {len(elements)} "
                 "elements (it must return one entry per element, in order)"
             )
+        if type(entries) is not list:
+            entries = list(entries)
         sizes = self.entry_sizes(entries)
         if max(sizes, default=0) > self._max_record:
             return None
         seq = self._next_seq
-        return list(zip(range(seq, seq + len(entries)), entries, sizes, strict=True))
+        return Run(range(seq, seq + len(entries)), entries, sizes, sum(sizes))
 
     def _pump_if_batch_ready(self) -> bool:
         """Start requests when the fresh entries fill a batch; ``True`` if any started."""
@@ -496,7 +508,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             self._flushing -= 1
         if self._exhausted:
             raise DeliveryError(
-                len(self._exhausted), self._counts["delivered"], self._last_error
+                self._exhausted, self._counts["delivered"], self._last_error
             ) from self._last_error
         await self._log.sync()
 
@@ -576,19 +588,19 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             )
             if not send_fresh and not buffer.has_ready_retry(now):
                 break
-            items, size, pinned = buffer.take(
+            run, pinned = buffer.take(
                 limit, self.options.max_batch_size_in_bytes, now, include_fresh=send_fresh
             )
-            if not items:
+            if run is None:
                 break
             if pinned is not None:
                 info = pinned
                 self._log.sending_again(info)  # durable with the sync before it leaves
             else:
-                info = self._log.new_call(items)
-            call = _Call(info, items, size, now)
+                info = self._log.new_call(run.seqs, run.entries)
+            call = _Call(info, run, now)
             self._calls[info.call_id] = call
-            self._in_flight_entries += len(items)
+            self._in_flight_entries += len(run.entries)
             self._tg.start_soon(self._send, call)
             started = True
         if started:
@@ -624,7 +636,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         timed_out = False
         try:
             await self._log.sync()  # PENDING is durable before the request leaves
-            entries = [item[1] for item in call.items]
+            entries = call.run.entries
             call.sent = time.monotonic()
             deadline = call.sent + self._timeout
             with anyio.move_on_after(self._timeout) as scope:
@@ -656,7 +668,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             return
         call.settled = True
         del self._calls[call.info.call_id]
-        self._in_flight_entries -= len(call.items)
+        self._in_flight_entries -= len(call.run.entries)
         now = time.monotonic()
         self._counts["requests"] += 1
         self._latency[LatencyHistogram.bucket((now - call.started) * 1000)] += 1
@@ -664,7 +676,8 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             self._on_request_failed(call, error, timed_out, now)
         else:
             assert result is not None
-            full = 2 * len(call.items) >= self._max_batch or 2 * call.size >= self._max_bytes
+            run = call.run
+            full = 2 * len(run.entries) >= self._max_batch or 2 * run.size >= self._max_bytes
             self._limiter.on_response(call.sent, now, len(self._calls) + 1, full=full)
             self._on_response(call, result, now)
         if self._log.persistent and not self._log_sync_scheduled and self._tg is not None:
@@ -707,7 +720,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         if kind is ErrorKind.THROTTLED:
             self._throttled(call, now)
         retry_after = getattr(error, "retry_after", None)
-        kept = self._requeue(call.items, error, retry_after, now, pinned=call.info)
+        kept = self._requeue(call.run, error, retry_after, now, pinned=call.info)
         if not kept:
             self._log.record_failure(call.info, error)
 
@@ -745,20 +758,20 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         return fatal
 
     def _on_response(self, call: _Call[EntryT], result: SubmitResult, now: float) -> None:
-        items = call.items
+        run = call.run
+        seqs = run.seqs
         retry = set(result.retry)
         rejected = result.rejected
+        acked: Sequence[int] = seqs
         if retry or rejected:
             acked = [
-                item[0]
-                for index, item in enumerate(items)
+                seq
+                for index, seq in enumerate(seqs)
                 if index not in retry and index not in rejected
             ]
-        else:
-            acked = [item[0] for item in items]
         self._counts["delivered"] += len(acked)
-        self._counts["bytes_sent"] += call.size
-        rejected_seqs = {items[index][0]: reason for index, reason in rejected.items()}
+        self._counts["bytes_sent"] += run.size
+        rejected_seqs = {seqs[index]: reason for index, reason in rejected.items()}
         if self._attempts:
             for seq in acked:
                 self._attempts.pop(seq, None)
@@ -769,7 +782,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         settled: dict[int, str] = {}
         failure: AsyncSinkError | None = None
         for index, reason in rejected.items():
-            seq, entry = items[index][0], items[index][1]
+            seq, entry = seqs[index], run.entries[index]
             try:
                 self._bad_record(seq, f"rejected by the destination: {reason}", entry=entry)
             except (BadRecordError, DeadLetterError) as exc:
@@ -783,9 +796,9 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         if retry:
             if result.throttled:
                 self._throttled(call, now)
-            failed = [items[index] for index in sorted(retry)]
+            failed = run.pick(sorted(retry))
             cause = AsyncSinkError(
-                f"request {call.info.call_id}: {len(failed)} of {len(items)} entries failed"
+                f"request {call.info.call_id}: {len(failed)} of {len(seqs)} entries failed"
             )
             self._requeue(failed, cause, result.retry_after, now, pinned=None)
         else:
@@ -802,43 +815,46 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
 
     def _requeue(
         self,
-        items: list[Item[EntryT]],
+        run: Run[EntryT],
         error: BaseException | None,
         retry_after: float | None,
         now: float,
         *,
         pinned: CallInfo | None,
     ) -> bool:
-        """Put failed items back at the front, or give up on those out of retries.
+        """Put the failed entries of ``run`` back at the front, or give up on those out
+        of retries.
 
-        Returns whether the items were kept for another attempt.
+        Returns whether any entries were kept for another attempt.
         """
         self._last_error = error
         attempts = 0
-        kept: list[Item[EntryT]] = []
+        kept: list[int] = []  # indexes into ``run``
         attempts_of, max_retries = self._attempts, self.options.max_retries
-        for item in items:
-            seq = item[0]
+        for index, seq in enumerate(run.seqs):
             count = attempts_of.get(seq, 0) + 1
             attempts = max(attempts, count)
             if count > max_retries:
                 attempts_of.pop(seq, None)
-                self._exhausted.append(item)
             else:
                 attempts_of[seq] = count
-                kept.append(item)
-        if len(kept) < len(items):
+                kept.append(index)
+        if len(kept) < len(run):
+            self._exhausted += len(run) - len(kept)
             log.warning(
                 "%s: %d entries out of retries (maxRetries=%d): %s",
                 self._scope,
-                len(items) - len(kept),
+                len(run) - len(kept),
                 self.options.max_retries,
                 error,
             )
         if kept:
             self._counts["retried"] += len(kept)
             delay = self._retry.delay(attempts, retry_after)
-            self._buffer.requeue(kept, now + delay, pinned if len(kept) == len(items) else None)
+            whole = len(kept) == len(run)
+            self._buffer.requeue(
+                run if whole else run.pick(kept), now + delay, pinned if whole else None
+            )
         return bool(kept)
 
     def _fail(self, error: BaseException, call: _Call[EntryT] | None = None) -> None:
@@ -858,24 +874,24 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
     def _take_from_log(self) -> None:
         now = time.monotonic()
         released, resends = self._log.take_released()
-        for item in released:
+        for seq, entry, size in released:
             if not self._buffer.fresh_count:
                 self._wake_timer()
-            self._buffer.append(item, now)
+            self._buffer.append(seq, entry, size, now)
         for info, parts in resends:
             if self._reads_entries and self._tg is not None:
                 self._reconciling += 1
-                self._tg.start_soon(self._reconcile_then_send, info, parts)
+                self._tg.start_soon(self._reconcile_then_send, info, Run.of(parts))
             else:
                 self._log.settle_reconciled(info, None)  # not looked up: re-sent as it was
-                self._buffer.requeue(list(parts), now, info)
+                self._buffer.requeue(Run.of(parts), now, info)
             self._wake_timer()
 
-    async def _reconcile_then_send(self, info: CallInfo, parts: list[Item[EntryT]]) -> None:
+    async def _reconcile_then_send(self, info: CallInfo, run: Run[EntryT]) -> None:
         """Look an earlier attempt's call up by its entries; send only what is missing."""
         try:
             try:
-                held = await self.reconcile_entries(info, [part[1] for part in parts])
+                held = await self.reconcile_entries(info, list(run.entries))
             except Exception as exc:
                 log.warning(
                     "%s: looking up call %d failed (%s: %s); re-sending it as it was",
@@ -888,11 +904,11 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             settled = self._log.settle_reconciled(info, held)
             now = time.monotonic()
             if held is None:
-                self._buffer.requeue(list(parts), now, info)
+                self._buffer.requeue(run, now, info)
             else:
-                rest = [part for part in parts if part[0] not in settled]
-                for part in rest:
-                    self._buffer.append(part, now)
+                for seq, entry, size in zip(run.seqs, run.entries, run.sizes, strict=True):
+                    if seq not in settled:
+                        self._buffer.append(seq, entry, size, now)
             await self._log.sync()
         except Exception as exc:
             self._fail(exc)
@@ -909,8 +925,8 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         itself at this moment (in-flight requests count as unsent)."""
         entries: list[tuple[int, EntryT]] = []
         for call in self._calls.values():
-            entries.extend((item[0], item[1]) for item in call.items)
-        entries.extend((item[0], item[1]) for item in self._buffer)
+            entries.extend(zip(call.run.seqs, call.run.entries, strict=True))
+        entries.extend(self._buffer)
         return WriterSnapshot(tuple(entries), self._next_seq)
 
     def restore(self, snapshot: WriterSnapshot[EntryT]) -> None:
@@ -924,7 +940,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             raise WriterStateError("restore() needs a writer nothing was written to yet")
         now = time.monotonic()
         for seq, entry in snapshot.entries:
-            self._buffer.append((seq, entry, self.entry_size(entry)), now)
+            self._buffer.append(seq, entry, self.entry_size(entry), now)
         self._written += len(snapshot.entries)
         self._next_seq = snapshot.next_seq
         self._wake_timer()
@@ -937,7 +953,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             **self._counts,
             written=self._written,
             **log_stats,
-            failed=len(self._exhausted),
+            failed=self._exhausted,
             buffered=len(self._buffer),
             in_flight=self._in_flight_entries,
             window=self._window.size,

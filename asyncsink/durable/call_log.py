@@ -367,12 +367,11 @@ class CallLog:
 
     # ------------------------------------------------------------------ recording
 
-    def new_call(self, items: Sequence[Released]) -> CallInfo:
+    def new_call(self, seqs: Sequence[int], entries: Sequence[Any]) -> CallInfo:
         """Number a new request and queue its PENDING record."""
         call_id = self.next_call_id
         self.next_call_id += 1
-        seqs = tuple([item[0] for item in items])
-        entries = [item[1] for item in items]
+        seqs = tuple(seqs)
         try:
             crcs = tuple(map(zlib.crc32, entries))  # entries that are bytes already
         except TypeError:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from asyncsink import CallInfo, SinkOptions, SubmitResult
-from asyncsink.recording import NoRecords, Reconciler, Released, Serializer
+from asyncsink.recording import NoRecords, Reconciler, Serializer
 
 from .fakes import Destination, FakeWriter
 
@@ -26,8 +26,8 @@ class Spy(NoRecords):
     async def open(self, serialize: Serializer, reconcile: Reconciler) -> None:
         self.events.append(("open", None))
 
-    def new_call(self, items: Sequence[Released]) -> CallInfo:
-        info = super().new_call(items)
+    def new_call(self, seqs: Sequence[int], entries: Sequence[Any]) -> CallInfo:
+        info = super().new_call(seqs, entries)
         self.events.append(("call", info.seqs))
         return info
 

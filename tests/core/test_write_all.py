@@ -4,6 +4,7 @@ loop of ``write`` calls, bad records and backpressure included."""
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
@@ -108,3 +109,39 @@ async def test_write_all_waits_for_room_in_the_buffer() -> None:
         await writer.write_all(sizes())
     assert peak <= 25
     assert len(dest.accepted) == 200
+
+
+class Columns(Sequence[bytes]):
+    """A sequence type of its own, as an Arrow batch's rows are: slicing keeps the type."""
+
+    def __init__(self, values: list[bytes]) -> None:
+        self.values = values
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return Columns(self.values[index])
+        return self.values[index]
+
+
+async def test_a_sequence_reaches_convert_all_as_slices_of_itself() -> None:
+    seen: list[tuple[type, int]] = []
+
+    class Recording(FakeWriter):
+        def convert_all(self, elements: Sequence[Any]) -> list[Any]:
+            seen.append((type(elements), len(elements)))
+            return [bytes(element) for element in elements]
+
+    dest = Destination()
+    options = SinkOptions(max_batch_size=100, max_buffered_requests=10_000)
+    writer = Recording(dest, options=options)
+    values = [str(i).encode() for i in range(5000)]
+    async with writer:
+        await writer.write_all(Columns(values))
+    assert {kind for kind, _ in seen} == {Columns}
+    assert sum(count for _, count in seen) == 5000
+    assert max(count for _, count in seen) > options.max_batch_size  # runs beyond a batch
+    assert sorted(dest.accepted, key=lambda e: int(e)) == values
+    assert writer.statistics().delivered == 5000
