@@ -12,6 +12,9 @@ server latencies asked for (100, 20 and 0 ms by default):
 - httpx loop: the same with ``httpx`` + ``anyio``;
 - requests loop: a ``requests.Session`` posting one batch at a time and checking each
   answer, as a ``foreachPartition`` function typically does;
+- asyncsink durable: the same with durable call records (a ``CallLog`` on a SQLite file,
+  a fresh scope per run, completed at its end as the Spark driver does), against
+  asyncsink without records: what remembering every request costs;
 - with ``--fixed-16``, for information: asyncsink with ``adaptiveConcurrency=false`` and
   16 in flight, which shows what adapting adds.
 
@@ -36,7 +39,8 @@ endpoint's CPU per entry; then the comparisons: the ratio of the medians, and th
 - at 0 ms, asyncsink >= 0.8x the aiohttp loop's throughput and <= 1.3x its client CPU
   per entry;
 - asyncsink >= 5x the requests loop and >= 0.95x the httpx loop at 20 ms, >= 1.2x the
-  requests loop at 0 ms.
+  requests loop at 0 ms;
+- asyncsink durable >= 0.8x asyncsink without records at 0 ms, >= 0.95x at 20 and 100 ms.
 
 Exits 1 when a target is missed, after printing everything. ``--quick`` (60,000 entries,
 3 rounds) is a smoke test: at 100 ms its 120 requests end while asyncsink is still
@@ -56,6 +60,7 @@ import asyncio
 import os
 import statistics
 import sys
+import tempfile
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
@@ -79,7 +84,9 @@ from sides import (
     spread,
 )
 
+from asyncsink import CallLog, Scope
 from asyncsink.sinks.http import create_writer
+from asyncsink.stores.sqlite import SQLiteStore
 from asyncsink.testing import Faults, FaultServer
 
 BATCH = 500
@@ -96,13 +103,16 @@ TARGETS: dict[tuple[float, str], float] = {
     (20.0, "httpx"): 0.95,
     (0.0, "requests"): 1.2,
 }
+# latency in ms -> the least entries/s asyncsink durable may reach / asyncsink without records
+DURABLE_TARGETS: dict[float, float] = {100.0: 0.95, 20.0: 0.95, 0.0: 0.8}
 # latency in ms -> the most client CPU per entry asyncsink may spend / the aiohttp loop's
 CPU_TARGETS: dict[float, float] = {0.0: 1.3}
 
-SIDES = ("asyncsink", "aiohttp", "httpx", "requests")
+SIDES = ("asyncsink", "durable", "aiohttp", "httpx", "requests")
 BASELINES = ("aiohttp", "httpx", "requests")
 LABELS = {
     "asyncsink": "asyncsink HTTP sink (defaults: adaptive)",
+    "durable": "asyncsink, durable records (SQLite)",
     "fixed16": f"asyncsink, fixed {IN_FLIGHT} in flight",
     "aiohttp": f"hand-written aiohttp loop ({IN_FLIGHT} in flight)",
     "httpx": f"hand-written httpx+anyio loop ({IN_FLIGHT} in flight)",
@@ -121,15 +131,36 @@ def check_answer(status: int, content: bytes) -> None:
 # ---------------------------------------------------------------------- the sides
 
 
-async def _asyncsink(url: str, entries: list[dict[str, Any]], **options: str) -> int:
-    writer = create_writer({"url": url, "maxBatchSize": str(BATCH), **options})
+async def _asyncsink(
+    url: str, entries: list[dict[str, Any]], call_log: CallLog | None = None, **options: str
+) -> int:
+    writer = create_writer({"url": url, "maxBatchSize": str(BATCH), **options}, call_log=call_log)
     async with writer:
         await writer.write_all(entries)
+    if call_log is not None:
+        await call_log.complete()  # what the Spark driver does once the write committed
     return writer.statistics().delivered
 
 
 def run_asyncsink(url: str, entries: list[dict[str, Any]]) -> int:
     return anyio.run(_asyncsink, url, entries)
+
+
+class _Records:
+    """The durable side's SQLite store (a file in a temporary folder of its process) and
+    the number of its last scope: every run writes a fresh one."""
+
+    store: SQLiteStore | None = None
+    runs = 0
+
+
+def run_durable(url: str, entries: list[dict[str, Any]]) -> int:
+    if _Records.store is None:
+        folder = tempfile.mkdtemp(prefix="asyncsink-bench-")
+        _Records.store = SQLiteStore(Path(folder) / "records.db")
+    _Records.runs += 1
+    log = CallLog(_Records.store, Scope("bench-http", _Records.runs, 0))
+    return anyio.run(_asyncsink, url, entries, log)
 
 
 def run_fixed16(url: str, entries: list[dict[str, Any]]) -> int:
@@ -204,6 +235,7 @@ def run_requests(url: str, entries: list[dict[str, Any]]) -> int:
 
 RUNNERS: dict[str, Callable[[str, list[dict[str, Any]]], int]] = {
     "asyncsink": run_asyncsink,
+    "durable": run_durable,
     "fixed16": run_fixed16,
     "aiohttp": run_aiohttp,
     "httpx": run_httpx,
@@ -283,6 +315,16 @@ def comparisons(results: dict[float, dict[str, dict[str, Any]]]) -> list[dict[st
                         TARGETS.get((latency_ms, baseline)),
                     )
                 )
+        if "durable" in sides:
+            rows.append(
+                comparison(
+                    f"HTTP {latency_ms:g} ms: {LABELS['durable']} vs without records",
+                    "entries/s",
+                    sides["durable"]["runs"],
+                    sides["asyncsink"]["runs"],
+                    DURABLE_TARGETS.get(latency_ms),
+                )
+            )
         if "fixed16" in sides:
             rows.append(
                 comparison(

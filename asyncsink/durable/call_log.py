@@ -209,7 +209,7 @@ class CallLog:
         the same call number never carries other content under the same key."""
         content = record.fixed_fields()[1].encode()
         key = idempotency_key(self.scope_name, record.call_id, content)
-        scope, seqs = self.scope_name, record.seqs
+        scope, seqs = self.scope_name, tuple(record.seqs)
         return CallInfo(record.call_id, key, scope, seqs, record.started_at, record.sent_at)
 
     # ------------------------------------------------------------------ digest
@@ -371,7 +371,8 @@ class CallLog:
         """Number a new request and queue its PENDING record."""
         call_id = self.next_call_id
         self.next_call_id += 1
-        seqs = tuple(seqs)
+        if type(seqs) is not range:
+            seqs = tuple(seqs)
         try:
             crcs = tuple(map(zlib.crc32, entries))  # entries that are bytes already
         except TypeError:

@@ -57,6 +57,8 @@ def crc_of(data: bytes) -> int:
 
 def to_ranges(seqs: Iterable[int]) -> list[list[int]]:
     """Runs of consecutive numbers, in the given order: ``[3,4,5,9]`` -> ``[[3,5],[9,9]]``."""
+    if type(seqs) is range and seqs.step == 1:
+        return [[seqs.start, seqs.stop - 1]] if seqs else []
     ranges: list[list[int]] = []
     for seq in seqs:
         if ranges and ranges[-1][1] + 1 == seq:
@@ -77,7 +79,7 @@ class CallRecord:
 
     call_id: int
     status: str
-    seqs: tuple[int, ...]
+    seqs: Sequence[int]  # a tuple, or a range for consecutive entries
     crcs: tuple[int, ...]
     acked: frozenset[int] = frozenset()
     rejected: Mapping[int, str] = field(default_factory=dict)
