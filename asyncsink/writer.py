@@ -143,7 +143,9 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         self._tg: anyio.abc.TaskGroup | None = None
         self._timer_scope: anyio.CancelScope | None = None
         self._progress = anyio.Event()
+        self._waiting = 0  # tasks waiting for ``_progress``
         self._wake = anyio.Event()
+        self._timer_blocked = False  # the timer waits for a request to end
         self._skip_all = False
         self._reconciling = 0  # earlier attempts' calls being looked up by content
         self._reads_entries = type(self).reconcile_entries is not AsyncSinkWriter.reconcile_entries
@@ -521,13 +523,18 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             )
 
     async def _wait_for_progress(self) -> None:
-        await self._progress.wait()
+        self._waiting += 1
+        try:
+            await self._progress.wait()
+        finally:
+            self._waiting -= 1
         if self._fatal is not None:
             raise self._fatal
 
     def _signal(self) -> None:
-        self._progress.set()
-        self._progress = anyio.Event()
+        if self._waiting:
+            self._progress.set()
+            self._progress = anyio.Event()
 
     def _wake_timer(self) -> None:
         self._wake.set()
@@ -608,8 +615,12 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         return started
 
     async def _timer_loop(self) -> None:
+        """Start requests when the oldest fresh entry's time in the buffer is up, or a
+        retry's backoff: woken when entries arrive in an empty buffer, a retry is queued,
+        or a request ends while no request could start."""
         while True:
             self._wake = anyio.Event()
+            self._timer_blocked = self._capacity() == 0
             deadline = self._next_deadline()
             if deadline is None:
                 await self._wake.wait()
@@ -684,7 +695,8 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             self._log_sync_scheduled = True
             self._tg.start_soon(self._save_outcomes)
         self._pump()
-        self._wake_timer()
+        if self._timer_blocked:
+            self._wake_timer()
         self._signal()
 
     async def _save_outcomes(self) -> None:
@@ -855,6 +867,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             self._buffer.requeue(
                 run if whole else run.pick(kept), now + delay, pinned if whole else None
             )
+            self._wake_timer()  # the retry may be due before the timer's deadline
         return bool(kept)
 
     def _fail(self, error: BaseException, call: _Call[EntryT] | None = None) -> None:
