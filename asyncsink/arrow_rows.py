@@ -1,0 +1,112 @@
+"""The rows of an Arrow record batch, as a sequence of dicts that are built only when asked.
+
+A partition read through Arrow (``asyncsink.spark.arrow``) reaches a writer that takes
+dicts (``takes_mappings``) as one ``ArrowRows`` per record batch. Taken row by row, it
+gives the very dicts ``batch.to_pylist()`` gives, building them once; a writer that can
+convert columns at once reads ``batch`` and ``names`` instead and builds no dict at all
+(the HTTP sink encodes JSON entries that way).
+
+Slicing is cheap and copies nothing: a slice is an ``ArrowRows`` over the same batch,
+which knows the batch it was cut from (``source``) and where (``start``), so a sink can
+convert the whole batch once and hand each slice its share.
+
+pyarrow is imported by whoever builds the batch; this module needs none of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, overload
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["ArrowRows"]
+
+
+class ArrowRows(Sequence[dict[str, Any]]):
+    """A read-only sequence of the rows of one Arrow record batch, each a dict of its
+    fields (``names`` -> value), equal to the rows of ``batch.to_pylist()``.
+
+    Args:
+        batch: the ``pyarrow.RecordBatch`` holding the rows.
+        names: the field names, one per column (the batch's own when omitted); a batch
+            whose columns are named otherwise is given these names.
+    """
+
+    __slots__ = ("_batch", "_rows", "_source", "_stop", "names", "start")
+
+    names: tuple[str, ...]
+    """The field names, in column order (the keys of each row's dict)."""
+    start: int
+    """Where this sequence's first row is in ``source``."""
+
+    def __init__(self, batch: pa.RecordBatch, names: Sequence[str] | None = None) -> None:
+        own = batch.schema.names
+        if names is not None and list(names) != own:
+            batch = type(batch).from_arrays(batch.columns, names=list(names))
+        self._batch: pa.RecordBatch | None = batch
+        self._rows: list[dict[str, Any]] | None = None
+        self.names = tuple(batch.schema.names)
+        self._source: ArrowRows | None = None  # not itself: no cycle keeps a batch alive
+        self.start = 0
+        self._stop: int = batch.num_rows
+
+    @classmethod
+    def _slice(cls, source: ArrowRows, start: int, stop: int) -> ArrowRows:
+        rows = cls.__new__(cls)
+        rows._batch = None  # sliced from the source's batch when asked for
+        rows._rows = None
+        rows.names = source.names
+        rows._source = source
+        rows.start = start
+        rows._stop = stop
+        return rows
+
+    @property
+    def source(self) -> ArrowRows:
+        """The rows of the whole batch this one was sliced from (itself, when not a
+        slice)."""
+        return self if self._source is None else self._source
+
+    @property
+    def batch(self) -> pa.RecordBatch:
+        """The record batch of these rows (a zero-copy slice of the source's batch)."""
+        if self._batch is None:
+            self._batch = self.source.batch.slice(self.start, self._stop - self.start)
+        return self._batch
+
+    def __len__(self) -> int:
+        return self._stop - self.start
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> ArrowRows: ...
+
+    def __getitem__(self, index: int | slice) -> dict[str, Any] | ArrowRows:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self))
+            if step != 1:
+                return ArrowRows(self.batch.take(list(range(start, stop, step))), self.names)
+            begin = self.start + start
+            return ArrowRows._slice(self.source, begin, max(begin, self.start + stop))
+        return self.rows()[index]
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self.rows())
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The rows as a list of dicts, built on the first call and kept (the dicts are
+        shared with later calls: do not change them)."""
+        if self._rows is None:
+            whole = self._source._rows if self._source is not None else None
+            if whole is not None:  # the source's rows were built: share its dicts
+                self._rows = whole[self.start : self._stop]
+            else:
+                self._rows = self.batch.to_pylist()
+        return self._rows
+
+    def __repr__(self) -> str:
+        return f"ArrowRows({len(self)} rows, names={list(self.names)!r})"
