@@ -37,7 +37,10 @@ from typing import Any, Literal
 
 import orjson
 
+from asyncsink.arrow_rows import ArrowRows
 from asyncsink.sinks.json_keys import key_collision
+
+from .arrow_json import ArrowJsonEntries
 
 __all__ = ["EntryEncodingError", "JsonEntryEncoder", "frame_json", "frame_ndjson"]
 
@@ -108,6 +111,7 @@ class JsonEntryEncoder:
         self._default: Callable[[Any], Any] = (
             _default_decimal_number if decimal_as == "number" else _default_decimal_string
         )
+        self._arrow = ArrowJsonEntries(decimal_as=decimal_as, default=self._default)
 
     def __call__(self, element: Any) -> bytes:
         if type(element) is not dict:
@@ -136,12 +140,19 @@ class JsonEntryEncoder:
 
     def encode_all(self, elements: Sequence[Any]) -> list[bytes]:
         """Encode a run of elements: the same bytes as calling the encoder on each, in
-        one tight loop when they are all plain dicts or all Spark rows of one schema.
+        one tight loop when they are all plain dicts or all Spark rows of one schema,
+        and a column at a time, with no dict built, for the rows of an Arrow record
+        batch (``ArrowRows``; see ``arrow_json``).
 
         Raises:
             EntryEncodingError: some element cannot be encoded (call the encoder on each
                 to learn which, and why).
         """
+        if isinstance(elements, ArrowRows):
+            entries = self._arrow(elements)
+            if entries is not None:
+                return entries
+            elements = elements.rows()
         first = elements[0] if elements else None
         fields = getattr(first, "__fields__", None) if hasattr(first, "asDict") else None
         try:
