@@ -5,7 +5,8 @@ costs more than everything the writer does with the row. ``df.mapInArrow`` hands
 Python worker columnar record batches instead; the rows are rebuilt here as the same
 ``Row`` objects, with the same field names and values, several times faster; or, for a
 writer that takes a dict of a row's fields as it takes the row (``SinkSpec.reads_mappings``),
-as those dicts, faster still.
+handed over as ``ArrowRows``: a sequence of those dicts, built only if the writer asks for
+them one by one, which can convert the batch's columns at once instead.
 
 Only columns whose Python values come out identical either way take this path: strings,
 booleans, integers, floating point numbers, decimals and dates. A DataFrame with any other
@@ -16,8 +17,10 @@ every DataFrame when pyarrow is not installed.
 from __future__ import annotations
 
 import pickle
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
+
+from ..arrow_rows import ArrowRows
 
 __all__ = ["arrow_readable", "batch_chunks", "map_partitions_in_arrow"]
 
@@ -55,18 +58,23 @@ def map_partitions_in_arrow(
     """Run ``task`` on the rows of each partition of ``df`` (``arrow_readable``), read
     through Arrow, as ``Row`` objects or (``as_dicts``) as dicts of their fields; the list
     of what each partition's ``task`` returned. With ``chunked``, ``task`` gets the rows
-    as lists, one per record batch."""
+    in sequences, one per record batch (see ``batch_chunks``)."""
     names = list(df.schema.names)
+    if len(set(names)) != len(names):  # mapInArrow refuses them: read under other names
+        df = df.toDF(*(f"_{i}" for i in range(len(names))))
     out = df.mapInArrow(_Task(task, names, as_dicts, chunked), "result binary").collect()
     return [pickle.loads(row.result) for row in out]
 
 
-def batch_chunks(batches: Iterable[Any], names: list[str], *, as_dicts: bool) -> Iterator[Any]:
-    """The rows of Arrow record batches, one list per batch: dicts of their fields, or
-    ``Row`` objects sharing one list of field names (as Spark builds them)."""
+def batch_chunks(
+    batches: Iterable[Any], names: list[str], *, as_dicts: bool
+) -> Iterator[Sequence[Any]]:
+    """The rows of Arrow record batches, one sequence per batch: ``ArrowRows`` (dicts of
+    their fields, built when asked for), or lists of ``Row`` objects sharing one list of
+    field names (as Spark builds them)."""
     if as_dicts:
         for batch in batches:
-            yield batch.to_pylist()
+            yield ArrowRows(batch, names)
         return
     from pyspark.sql import Row
 
@@ -102,6 +110,6 @@ class _Task:
         yield pa.RecordBatch.from_arrays([column], names=["result"])
 
 
-def _flat(chunks: Iterator[list[Any]]) -> Iterator[Any]:
+def _flat(chunks: Iterator[Sequence[Any]]) -> Iterator[Any]:
     for chunk in chunks:
         yield from chunk

@@ -23,7 +23,7 @@ import atexit
 import logging
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from itertools import islice
@@ -120,14 +120,15 @@ def run_partition(spec: SinkSpec, rows: Iterable[Any], run: str, batch_id: int) 
 
 
 def run_chunks(
-    spec: SinkSpec, chunks: Iterable[list[Any]], run: str, batch_id: int
+    spec: SinkSpec, chunks: Iterable[Sequence[Any]], run: str, batch_id: int
 ) -> PartitionResult:
-    """``run_partition`` for rows that come in lists (e.g. one per Arrow record batch)."""
+    """``run_partition`` for rows that come in sequences (e.g. one per Arrow record
+    batch)."""
     scope = task_scope(spec, run, batch_id)
     portal = _worker_portal()
     send, receive = portal.call(_channel)
     future = portal.start_task_soon(_deliver, spec, scope, receive)
-    iterator: Iterator[list[Any]] = iter(chunks)
+    iterator: Iterator[Sequence[Any]] = iter(chunks)
     try:
         while not future.done():
             try:
@@ -156,7 +157,7 @@ def _chunked(rows: Iterable[Any]) -> Iterator[list[Any]]:
         yield chunk
 
 
-async def _abort(send: ObjectSendStream[list[Any]], exc: BaseException) -> None:
+async def _abort(send: ObjectSendStream[Sequence[Any]], exc: BaseException) -> None:
     """Tell the writer that the input failed: it must not pass its barrier."""
     try:
         await send.send(_ReadFailed(f"reading the partition's rows failed: {exc!r}"))  # type: ignore[arg-type]
@@ -172,12 +173,12 @@ def _wait_quietly(future: Any) -> None:
         log.debug("writer stopped after a read error: %r", exc)
 
 
-async def _channel() -> tuple[ObjectSendStream[list[Any]], ObjectReceiveStream[list[Any]]]:
-    return anyio.create_memory_object_stream[list[Any]](max_buffer_size=2)
+async def _channel() -> tuple[ObjectSendStream[Sequence[Any]], ObjectReceiveStream[Sequence[Any]]]:
+    return anyio.create_memory_object_stream[Sequence[Any]](max_buffer_size=2)
 
 
 async def _deliver(
-    spec: SinkSpec, scope: Scope | None, receive: ObjectReceiveStream[list[Any]]
+    spec: SinkSpec, scope: Scope | None, receive: ObjectReceiveStream[Sequence[Any]]
 ) -> PartitionResult:
     async with receive:  # closed on every exit, so the reading thread never blocks
         store = _store(spec.durable.store_url) if scope is not None else None
