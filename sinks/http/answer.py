@@ -30,6 +30,7 @@ answer that failed them is counted delivered.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 import orjson
@@ -37,6 +38,8 @@ import orjson
 from asyncsink.errors import FatalError, RetryableError
 
 __all__ = ["Items", "load_answer", "read_items", "says_json"]
+
+_STATUS = itemgetter("status")
 
 
 class Items(NamedTuple):
@@ -144,12 +147,16 @@ def _plain_statuses(items: list[Any]) -> list[int] | None:
     599, read in C-speed steps; ``None`` when any is not (the item-by-item reading then
     finds which, and why)."""
     try:
-        statuses = [item["status"] for item in items]
+        statuses = list(map(_STATUS, items))
+        distinct = set(statuses)  # an answer holds a few different statuses at most
     except (KeyError, TypeError, IndexError):
         return None
-    if not statuses:
-        return statuses
-    if set(map(type, statuses)) != {int} or min(statuses) < 100 or max(statuses) > 599:
+    for status in distinct:
+        if type(status) is not int or not 100 <= status <= 599:
+            return None
+    # A float equal to an int (201.0) hides behind it in the set; it would make the sum a
+    # float. A bool cannot hide: True and False equal 1 and 0, never a status.
+    if type(sum(statuses)) is not int:
         return None
     return statuses
 

@@ -58,6 +58,7 @@ RETRYABLE_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 """Statuses whose request (or entry) may succeed if sent again."""
 THROTTLE_STATUSES = frozenset({429, 503})
 """Statuses by which the destination pushes back."""
+_OK_STATUSES = frozenset(range(200, 300))
 
 _HINTS = {
     401: "check the authentication options (bearerToken, basicUsername/basicPassword, apiKey)",
@@ -194,7 +195,7 @@ def parse_items(
     if items is None:
         return None
     statuses = items.statuses
-    if not statuses or (min(statuses) >= 200 and max(statuses) <= 299):
+    if _OK_STATUSES.issuperset(statuses):
         return None  # every entry taken: the common answer, decided at once
     retry: list[int] = []
     rejected: dict[int, str] = {}
