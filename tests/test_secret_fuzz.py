@@ -203,7 +203,7 @@ def exercise(
         shown.append(trace_of(error))
     assert_no_trace(secret, caplog.text, *shown)
     if sink != "kinesis":  # it talked to the echo server, which echoed every header
-        echoed = any("'host'" in letter.reason for letter in letters)
+        echoed = any("'host'" in letter.reason.lower() for letter in letters)
         assert echoed or "HTTP 401" in str(error), "the echo was never read"
 
 
@@ -266,7 +266,7 @@ def test_call_records_hold_no_secret(
     assert state is not None and state.records, "no call was recorded"
     records = [value.decode() for value in state.records.values()]
     if mode == "items":  # the echo of the request is in the rejected entry's reason
-        assert any("'host'" in record for record in records), records
+        assert any("'host'" in record.lower() for record in records), records
     assert_no_trace(secret, caplog.text, *records)
 
 

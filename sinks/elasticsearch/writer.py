@@ -17,6 +17,7 @@ from asyncsink.request import CallInfo, SubmitResult, current_call
 from asyncsink.sinks.http.classify import error_for_transport, parse_retry_after
 from asyncsink.sinks.http.client import HttpClientWriter, gzip_compress
 from asyncsink.sinks.http.clients import ClientSettings
+from asyncsink.sinks.http.exchange import Answer, request_of
 
 from .actions import BulkEntry, EntryBuilder, bulk_body, document_id
 from .hosts import HostPool
@@ -144,15 +145,15 @@ class ElasticsearchWriter(HttpClientWriter[Any, BulkEntry]):
         size = len(body)
         if self.es.gzip:
             body = await gzip_compress(body)
-        response = await self._request("POST", self._bulk_path, body, self._bulk_headers)
-        if not 200 <= response.status_code <= 299:
-            raise error_for_response(response, self._redact, body_size=size)
+        answer = await self._request("POST", self._bulk_path, body, self._bulk_headers)
+        if not 200 <= answer.status <= 299:
+            raise error_for_response(answer.response(), self._redact, body_size=size)
         return read_bulk_items(
-            response.content,
+            answer.content,
             self._operation,
             len(entries),
             self._redact,
-            retry_after=parse_retry_after(response.headers.get("retry-after")),
+            retry_after=parse_retry_after(answer.headers.get("retry-after")),
         )
 
     async def reconcile(self, call: CallInfo) -> Collection[int] | None:
@@ -165,23 +166,22 @@ class ElasticsearchWriter(HttpClientWriter[Any, BulkEntry]):
         ids = [document_id(call.scope, seq) for seq in call.seqs]
         path = f"/{quote(self.es.index or '', safe='')}/_mget?_source=false"
         try:
-            response = await self._request(
-                "POST", path, orjson.dumps({"ids": ids}), self._json_headers
-            )
+            body = orjson.dumps({"ids": ids})
+            answer = await self._request("POST", path, body, self._json_headers)
         except (RetryableError, FatalError) as exc:
             log.warning("%s: cannot look up call %d: %s", call.scope, call.call_id, exc)
             return None
-        if response.status_code != 200:
-            problem = error_for_response(response, self._redact)
+        if answer.status != 200:
+            problem = error_for_response(answer.response(), self._redact)
             log.warning("%s: cannot look up call %d: %s", call.scope, call.call_id, problem)
             return None
-        return held_by_mget(response.content, call.seqs, ids=ids)
+        return held_by_mget(answer.content, call.seqs, ids=ids)
 
     # ------------------------------------------------------------------ requests
 
     async def _request(
         self, method: str, path: str, content: bytes, headers: Mapping[str, str]
-    ) -> httpx.Response:
+    ) -> Answer:
         """Send to the next node in turn; on a failed connection, to the next one.
 
         Raises:
@@ -192,13 +192,10 @@ class ElasticsearchWriter(HttpClientWriter[Any, BulkEntry]):
         failures: list[str] = []
         last: httpx.HTTPError | None = None
         for host in pool.order():
-            request = self._build_request(
-                method, host + path, content=content, headers=headers, timeout=self._timeouts
-            )
             try:
-                response = await self._send_request(request)
+                answer = await self._exchange(method, host + path, headers, content)
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-                problem = error_for_transport(exc, request, self._redact)
+                problem = error_for_transport(exc, request_of(exc), self._redact)
                 if isinstance(problem, FatalError):
                     raise problem from exc
                 pause = pool.failed(host)
@@ -207,9 +204,9 @@ class ElasticsearchWriter(HttpClientWriter[Any, BulkEntry]):
                 last = exc
                 continue
             except httpx.HTTPError as exc:
-                raise error_for_transport(exc, request, self._redact) from exc
+                raise error_for_transport(exc, request_of(exc), self._redact) from exc
             pool.succeeded(host)
-            return response
+            return answer
         raise RetryableError(
             f"no Elasticsearch node could be connected to ({'; '.join(failures)})"
         ) from last
@@ -234,9 +231,9 @@ class ElasticsearchWriter(HttpClientWriter[Any, BulkEntry]):
             length += len(groups[-1][-1]) + 1
         for group in groups:
             path = f"/{','.join(group)}/_refresh"
-            response = await self._request("POST", path, b"", self._json_headers)
-            if not 200 <= response.status_code <= 299:
-                raise error_for_response(response, self._redact)
+            answer = await self._request("POST", path, b"", self._json_headers)
+            if not 200 <= answer.status <= 299:
+                raise error_for_response(answer.response(), self._redact)
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -41,6 +41,7 @@ from asyncsink.errors import DestinationError, FatalError, RetryableError, Throt
 from asyncsink.request import SubmitResult
 
 from .answer import load_answer, read_items
+from .exchange import Answer
 from .redact import Redactor
 
 __all__ = [
@@ -101,15 +102,15 @@ def _where(request: httpx.Request) -> str:
 
 
 def error_for_status(
-    response: httpx.Response, redact: Redactor, *, body_size: int | None = None
+    answer: Answer, redact: Redactor, *, body_size: int | None = None
 ) -> DestinationError:
     """The error for a non-2xx answer, carrying the status, ``Retry-After`` and a body
     excerpt (at most 500 characters, secrets masked)."""
-    status = response.status_code
-    retry_after = parse_retry_after(response.headers.get("retry-after"))
-    excerpt = redact.excerpt(response.content)
-    status_line = f"HTTP {status} {response.reason_phrase}".rstrip()
-    message = redact(f"{status_line} from {_where(response.request)}")
+    status = answer.status
+    retry_after = parse_retry_after(answer.headers.get("retry-after"))
+    excerpt = redact.excerpt(answer.content)
+    status_line = f"HTTP {status} {answer.reason}".rstrip()
+    message = redact(f"{status_line} from {answer.where}")
     if excerpt:
         message += f": {excerpt}"
     if status in THROTTLE_STATUSES:
@@ -120,7 +121,7 @@ def error_for_status(
     if status == 413 and body_size is not None:
         hint = f"{hint} (the body was {body_size} bytes)"
     elif 300 <= status <= 399:
-        location = redact(response.headers.get("location", "")[:200])
+        location = redact((answer.headers.get("location") or "")[:200])
         hint = f"redirects are not followed: set url to the final location {location}".strip()
     if hint:
         message += f" ({hint})"

@@ -31,6 +31,7 @@ from asyncsink.options import Options, option_specs, spark_name
 from asyncsink.writer import AsyncSinkWriter
 
 from .clients import ClientSettings, get_client, open_client
+from .exchange import Answer, Exchange
 from .redact import Redactor, mask_in_logs, unmask_in_logs
 
 __all__ = [
@@ -75,6 +76,9 @@ class HttpClientWriter(AsyncSinkWriter[InputT, EntryT]):
     logger_names: ClassVar[tuple[str, ...]] = ()
     """The sink's own loggers, whose records must not show its secrets either."""
 
+    _timeouts: httpx.Timeout
+    """Every request's timeouts (``connect``, ``read``): set by the sink's ``__init__``."""
+
     def __init__(
         self,
         *,
@@ -91,6 +95,7 @@ class HttpClientWriter(AsyncSinkWriter[InputT, EntryT]):
         self._secrets = list(secrets)
         self._redact = Redactor(self._secrets)
         self._masking = False
+        self._exchanger: Exchange | None = None
 
     @abc.abstractmethod
     def _client_settings(self) -> ClientSettings:
@@ -128,39 +133,29 @@ class HttpClientWriter(AsyncSinkWriter[InputT, EntryT]):
             raise WriterStateError("the writer is not open: use it inside 'async with'")
         return self._client
 
-    def _build_request(
-        self,
-        method: str,
-        url: httpx.URL | str,
-        *,
-        headers: Mapping[str, str],
-        timeout: httpx.Timeout,
-        content: bytes | None = None,
-    ) -> httpx.Request:
-        """A request for ``_send_request``.
+    async def _exchange(
+        self, method: str, url: str, headers: Mapping[str, str], content: bytes = b""
+    ) -> Answer:
+        """Send one request with the writer's client and timeouts, and read its whole
+        answer: the one way the writer's requests go, whether its client sends through
+        aiohttp (handed the request directly), httpx's own stack, or a mock (respx,
+        ``httpx.MockTransport``); see ``asyncsink.sinks.http.exchange``.
 
         Raises:
+            httpx.HTTPError: the request got no answer (its ``request`` is set).
             WriterStateError: the writer is not open.
         """
-        client = self._require_client()
-        return client.build_request(method, url, content=content, headers=headers, timeout=timeout)
-
-    async def _send_request(self, request: httpx.Request) -> httpx.Response:
-        """Send ``request`` with the writer's client and read its answer in full: one path,
-        whether the client's transport is aiohttp (the client a writer opens), httpx's
-        own, or a mock (respx, ``httpx.MockTransport``).
-
-        Raises:
-            httpx.HTTPError: the request got no answer.
-            WriterStateError: the writer is not open.
-        """
-        return await self._require_client().send(request)
+        exchange = self._exchanger
+        if exchange is None:
+            raise WriterStateError("the writer is not open: use it inside 'async with'")
+        return await exchange.send(method, url, headers, content)
 
     async def __aenter__(self) -> Self:
         if self._masking:  # already open: let the core say so
             return await super().__aenter__()
         if self._client is None:
             self._client = await self._take_client()
+        self._exchanger = self._open_exchange(self._client)
         mask_in_logs(self._secrets, self.logger_names)
         self._masking = True
         try:
@@ -180,8 +175,16 @@ class HttpClientWriter(AsyncSinkWriter[InputT, EntryT]):
         finally:
             await self._release()
 
+    def _open_exchange(self, client: httpx.AsyncClient) -> Exchange:
+        """How the writer's requests go: a client given by the caller gets them through
+        its ``send``; the one it took, directly when its transport allows."""
+        if self._given_client:
+            return Exchange(client, timeout=self._timeouts)
+        return Exchange.for_client(client, self._first_url(), timeout=self._timeouts)
+
     async def _release(self) -> None:
         client, owned = self._client, self._owns_client
+        self._exchanger = None
         try:
             if not self._given_client:
                 self._client, self._owns_client = None, False

@@ -10,9 +10,13 @@ own stack.
 
 Everything above the transport stays httpx's: headers, timeouts (``connect`` and
 ``read`` per request), redirects (not followed) and response decoding. aiohttp's errors
-come back as the httpx errors for the same failure, so callers classify one family.
-Proxies come from the environment, as httpx takes them: ``HTTP_PROXY``, ``HTTPS_PROXY``
-and ``ALL_PROXY``, except for the hosts ``NO_PROXY`` lists.
+come back as the httpx errors for the same failure (``httpx_error``), so callers classify
+one family. Proxies come from the environment, as httpx takes them: ``HTTP_PROXY``,
+``HTTPS_PROXY`` and ``ALL_PROXY``, except for the hosts ``NO_PROXY`` lists.
+
+The sinks' writers skip even httpx's request and response models when their client's
+requests go through this transport: they hand requests to its ``session()`` themselves,
+with the proxy of ``proxy_for`` (see ``asyncsink.sinks.http.exchange``).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import aiohttp
 import httpx
 import yarl
 
-__all__ = ["AiohttpTransport"]
+__all__ = ["AiohttpTransport", "httpx_error"]
 
 _CHUNK = 64 * 1024
 
@@ -51,15 +55,24 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         return aiohttp.ClientSession(
             connector=connector,
             auto_decompress=False,  # httpx decodes the body by its content-encoding
+            # what httpx and the sinks' direct route decode, whatever aiohttp could (br...)
+            headers={"Accept-Encoding": "gzip, deflate"},
             cookie_jar=aiohttp.DummyCookieJar(),
             trust_env=False,  # proxies: see ``_proxy``
             timeout=aiohttp.ClientTimeout(total=None),
         )
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+    def session(self) -> aiohttp.ClientSession:
+        """The transport's aiohttp session, opened on first use in the running event loop
+        (again after ``aclose``). It sends no cookies, follows no proxy of its own and
+        leaves response bodies as they came (``Content-Encoding`` undone by the caller)."""
         session = self._session
         if session is None or session.closed:
             session = self._session = self._open()
+        return session
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        session = self.session()
         limits = request.extensions.get("timeout", {})
         timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=limits.get("connect"), sock_read=limits.get("read")
@@ -73,10 +86,10 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 headers=request.headers.multi_items(),
                 allow_redirects=False,
                 timeout=timeout,
-                proxy=self._proxy(request.url),
+                proxy=self.proxy_for(request.url.scheme, request.url.host, request.url.port),
             )
         except (TimeoutError, aiohttp.ClientError) as exc:
-            raise _httpx_error(exc, request) from exc
+            raise httpx_error(exc, request) from exc
         return httpx.Response(
             response.status,
             headers=response.raw_headers,
@@ -87,13 +100,13 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             },
         )
 
-    def _proxy(self, url: httpx.URL) -> str | None:
-        """The environment's proxy for ``url``'s origin, if any (looked up once)."""
-        origin = (url.scheme, url.host, url.port)
+    def proxy_for(self, scheme: str, host: str, port: int | None) -> str | None:
+        """The environment's proxy for requests to an origin, if any (looked up once)."""
+        origin = (scheme, host, port)
         if origin not in self._proxies:
             env = self._env_proxies
-            proxy = env.get(url.scheme) or env.get("all")
-            if proxy and proxy_bypass_environment(url.host, env):
+            proxy = env.get(scheme) or env.get("all")
+            if proxy and proxy_bypass_environment(host, env):
                 proxy = None
             if proxy and "://" not in proxy:
                 proxy = f"http://{proxy}"
@@ -119,15 +132,13 @@ class _Body(httpx.AsyncByteStream):
             while chunk := await content.read(_CHUNK):
                 yield chunk
         except (TimeoutError, aiohttp.ClientError) as exc:
-            raise _httpx_error(exc, self._request) from exc
+            raise httpx_error(exc, self._request) from exc
 
     async def aclose(self) -> None:
         self._response.release()
 
 
-def _httpx_error(
-    exc: aiohttp.ClientError | TimeoutError, request: httpx.Request
-) -> httpx.HTTPError:
+def httpx_error(exc: aiohttp.ClientError | TimeoutError, request: httpx.Request) -> httpx.HTTPError:
     """The httpx error for what aiohttp raised (the caller chains ``exc`` as its cause)."""
     message = str(exc) or type(exc).__name__
     error: httpx.HTTPError

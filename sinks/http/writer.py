@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, ClassVar
 from urllib.parse import quote
 
@@ -24,6 +24,7 @@ from .classify import (
 from .client import HttpClientWriter, gzip_compress
 from .clients import ClientSettings
 from .encoding import JsonEntryEncoder, frame_json, frame_ndjson
+from .exchange import request_of
 from .options import BodyEncoder, EntryEncoder, HttpOptions
 
 __all__ = ["HttpWriter", "create_writer"]
@@ -79,7 +80,10 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
             fmt if callable(fmt) else frame_ndjson if fmt == "ndjson" else frame_json
         )
         self._method = http.method.upper()
-        self._url = httpx.URL(http.url)
+        self._url = http.url
+        self._gzip_level = http.gzip_level if http.gzip else None
+        self._parse_response = http.parse_response
+        self._partial_failures = http.parse_partial_failures
         # Names in lower case, so that the sink's own headers replace the user's of any
         # spelling instead of being sent twice.
         extra = {name.lower(): value for name, value in http.header_map.items()}
@@ -90,7 +94,7 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
             headers["content-encoding"] = "gzip"
         self._headers = headers
         self._key_header = http.idempotency_header.lower()
-        url = self._url
+        url = httpx.URL(http.url)
         self._where = self._redact(
             f"{self._method} {url.scheme}://{url.netloc.decode('ascii')}{url.path}"
         )
@@ -115,7 +119,7 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
             raise TypeError(f"entryEncoder returned {type(data).__name__}, expected bytes")
         return data
 
-    def convert_all(self, elements: list[Any]) -> list[bytes]:
+    def convert_all(self, elements: Sequence[Any]) -> list[bytes]:
         """``convert`` each element, encoding runs of plain dicts or Spark rows of one
         schema in one tight loop (unless an ``entryEncoder`` is set)."""
         if self._custom_encoder:
@@ -142,32 +146,29 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
         headers = self._headers
         if self._key_header:
             headers = {**headers, self._key_header: current_call().idempotency_key}
-        if self.http.gzip:
-            body = await gzip_compress(body, self.http.gzip_level)
-        request = self._build_request(
-            self._method, self._url, content=body, headers=headers, timeout=self._timeouts
-        )
+        if self._gzip_level is not None:
+            body = await gzip_compress(body, self._gzip_level)
         try:
-            response = await self._send_request(request)
+            answer = await self._exchange(self._method, self._url, headers, body)
         except httpx.HTTPError as exc:
-            raise error_for_transport(exc, request, self._redact) from exc
-        status = response.status_code
+            raise error_for_transport(exc, request_of(exc), self._redact) from exc
+        status = answer.status
         if not 200 <= status <= 299:
-            raise error_for_status(response, self._redact, body_size=size)
-        hook = self.http.parse_response
+            raise error_for_status(answer, self._redact, body_size=size)
+        hook = self._parse_response
         if hook is not None:
-            result = hook(response, entries)
+            result = hook(answer.response(), entries)
             if result is not None:
                 return result
-        if not self.http.parse_partial_failures or status == 204:
+        if not self._partial_failures or status == 204:
             return None
         return parse_items(
-            response.content,
+            answer.content,
             len(entries),
             self._redact,
-            content_type=response.headers.get("content-type"),
+            content_type=answer.headers.get("content-type"),
             what=f"the HTTP {status} answer of {self._where}",
-            retry_after=parse_retry_after(response.headers.get("retry-after")),
+            retry_after=parse_retry_after(answer.headers.get("retry-after")),
         )
 
     async def reconcile(self, call: CallInfo) -> Collection[int] | None:
@@ -180,23 +181,20 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
         if template is None:
             return None
         url = template.replace("{key}", quote(call.idempotency_key, safe=""))
-        request = self._build_request(
-            "GET", url, headers=self._status_headers, timeout=self._timeouts
-        )
         try:
-            response = await self._send_request(request)
+            answer = await self._exchange("GET", url, self._status_headers)
         except httpx.HTTPError as exc:
             problem = error_for_transport(exc, None, self._redact)
             log.warning("%s: cannot reconcile call %d: %s", call.scope, call.call_id, problem)
             return None
-        if response.status_code == 404:
+        if answer.status == 404:
             return ()
-        if response.status_code != 200:
-            problem = error_for_status(response, self._redact)
+        if answer.status != 200:
+            problem = error_for_status(answer, self._redact)
             log.warning("%s: cannot reconcile call %d: %s", call.scope, call.call_id, problem)
             return None
         try:
-            payload = orjson.loads(response.content)
+            payload = orjson.loads(answer.content)
         except orjson.JSONDecodeError:
             return None
         return held_by_status(payload, call.seqs)

@@ -19,6 +19,7 @@ import trustme
 from asyncsink.errors import FatalError, RetryableError
 from asyncsink.sinks.http import create_writer
 from asyncsink.sinks.http.classify import error_for_transport
+from asyncsink.sinks.http.exchange import Exchange
 from asyncsink.sinks.http.redact import Redactor
 from asyncsink.sinks.http.transport import AiohttpTransport
 
@@ -214,16 +215,17 @@ async def test_tls_verify_false_accepts_any_certificate(ca: trustme.CA) -> None:
 async def test_a_real_and_a_respx_mocked_writer_send_through_the_same_path(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Every request leaves through the client's public ``send``: the transport under it
-    (aiohttp for a writer's own client, respx's mock in tests) is the only difference."""
-    sent: list[tuple[str, str]] = []
-    original = httpx.AsyncClient.send
+    """Every request leaves through the writer's one ``Exchange.send``: a writer's own
+    client hands it to aiohttp directly, a respx-mocked one to its mock through
+    ``client.send``; everything above is the same."""
+    sent: list[tuple[str, str, bool]] = []
+    original = Exchange.send
 
-    async def spy(client: httpx.AsyncClient, request: httpx.Request, **kw: Any) -> Any:
-        sent.append((str(request.url), request.headers.get("idempotency-key", "")))
-        return await original(client, request, **kw)
+    async def spy(exchange: Exchange, method: str, url: str, headers: Any, *a: Any) -> Any:
+        sent.append((url, headers.get("idempotency-key", ""), exchange.direct))
+        return await original(exchange, method, url, headers, *a)
 
-    monkeypatch.setattr(httpx.AsyncClient, "send", spy)
+    monkeypatch.setattr(Exchange, "send", spy)
     seen: list[str] = []
 
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -243,8 +245,11 @@ async def test_a_real_and_a_respx_mocked_writer_send_through_the_same_path(
         async with mocked:
             await mocked.write({"id": 1})
     assert mocked.statistics().delivered == 1
-    assert [target for target, _ in sent] == [f"{url}/in", "http://mocked.test/in"]
-    assert all(key for _, key in sent)
+    assert [(target, direct) for target, _, direct in sent] == [
+        (f"{url}/in", True),
+        ("http://mocked.test/in", False),
+    ]
+    assert all(key for _, key, _ in sent)
 
 
 @pytest.fixture
