@@ -4,7 +4,8 @@ request-body compression.
 
 ``HttpClientWriter`` is the base of ``HttpWriter`` and ``ElasticsearchWriter``: when
 entered it takes its event loop's shared client (see ``asyncsink.sinks.http.clients``),
-or opens its own around a transport it was given, or uses a client it was given; while
+or opens its own around a transport it was given, or uses a client it was given; it
+sends every request with ``_exchange`` (see ``asyncsink.sinks.http.exchange``); while
 open it keeps its credentials out of the log records of the HTTP client, of asyncsink
 and of the loggers its sink declares, and it closes only the client it opened.
 ``ClientOptions`` is the base of their option groups; each declares the option fields
@@ -59,8 +60,10 @@ class HttpClientWriter(AsyncSinkWriter[InputT, EntryT]):
 
     Entering the writer takes the client for its ``_client_settings()``: the running
     event loop's shared one, whose connections outlive the writer and serve the next
-    writers of the loop; or, given a ``transport`` (or off asyncio), one of its own. From
-    then on until it leaves, log records of httpx, httpcore, hpack, asyncsink and the
+    writers of the loop; or, given a ``transport`` (or off asyncio), one of its own. Its
+    requests then go through ``_exchange``: straight to aiohttp for a client whose
+    transport is the aiohttp one, through ``client.send`` for any other. From then on
+    until it leaves, log records of httpx, httpcore, hpack, asyncsink and the
     loggers named in ``logger_names`` never show the writer's secrets. Leaving closes the
     client it opened, also when entering or leaving fails; a given client and a shared
     one are left open (the loop's end, or ``close_clients()``, closes a shared one).
