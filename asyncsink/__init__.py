@@ -5,6 +5,7 @@ Elasticsearch; ``register_sink`` adds yours); run it from ``foreachBatch``,
 ``foreachPartition`` or a Spark Python data source with ``asyncsink.spark``.
 """
 
+from .arrow_rows import ArrowRows
 from .dead_letter import DeadLetter, JsonLinesDeadLetter
 from .durable import CallLog, DurableContext, current_key
 from .errors import (
@@ -34,6 +35,7 @@ from .writer import AsyncSinkWriter
 __version__ = "0.1.0"
 
 __all__ = [
+    "ArrowRows",
     "AsyncSinkError",
     "AsyncSinkWriter",
     "BadRecordError",
