@@ -397,14 +397,16 @@ class CallLog:
     ) -> None:
         record = self._records[call.call_id]
         record.status = SUCCEEDED
-        record.acked = frozenset(acked)
+        # Every entry acknowledged, the writer's own range of them: no set to build.
+        everything = type(acked) is range and len(acked) == len(record.seqs)
+        record.acked = acked if everything else frozenset(acked)
         record.rejected = rejected
         record.result = detail
         self._put(record)
         if len(record.acked) + len(rejected) == len(record.seqs):
-            self.digest.add(record.crcs)  # all settled: no set to build
+            self.digest.add(record.crcs)  # all settled
         else:
-            self._digest_settled(record, record.acked.union(rejected))
+            self._digest_settled(record, frozenset(record.acked).union(rejected))
 
     def _digest_settled(self, record: CallRecord, settled: frozenset[int]) -> None:
         """Count the entries of ``record`` that ``settled`` names into the scope's digest."""

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import base64
 import struct
+import sys
+from array import array
 import zlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,7 +83,7 @@ class CallRecord:
     status: str
     seqs: Sequence[int]  # a tuple, or a range for consecutive entries
     crcs: tuple[int, ...]
-    acked: frozenset[int] = frozenset()
+    acked: Collection[int] = frozenset()  # a frozenset, or the range of ``seqs``
     rejected: Mapping[int, str] = field(default_factory=dict)
     result: Any = None
     error: str | None = None
@@ -91,7 +93,10 @@ class CallRecord:
 
     def fixed_fields(self) -> tuple[list[list[int]], str]:
         if self._fixed is None:
-            crc = struct.pack(f">{len(self.crcs)}I", *self.crcs)
+            crcs = array("I", self.crcs)  # 32-bit on every platform CPython runs on
+            if sys.byteorder == "little":
+                crcs.byteswap()
+            crc = crcs.tobytes()
             self._fixed = (to_ranges(self.seqs), base64.b64encode(crc).decode())
         return self._fixed
 
