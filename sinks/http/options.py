@@ -148,7 +148,8 @@ class HttpOptions(ClientOptions):
         None,
         kind="object",
         doc="From Python only: a callable (response, entries) -> SubmitResult or None that "
-        "judges 2xx responses before the built-in parsing (None falls back to it). It may "
+        "judges 2xx responses before the built-in parsing (None falls back to it); the "
+        "response is an httpx.Response, read in full and decoded. It may "
         "raise RetryableError, ThrottledError or FatalError; anything else fails the task.",
     )
     reconcile_url: str | None = option(
