@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from asyncsink import (
@@ -425,6 +426,47 @@ async def test_leaving_on_an_exception_cancels_in_flight_requests() -> None:
             await anyio.sleep(0.01)
             raise RuntimeError("boom")
     assert dest.accepted == []
+
+
+async def test_in_flight_requests_are_cancelled_and_awaited_when_the_writer_leaves() -> None:
+    cancelled: list[int] = []
+
+    class Slow(FakeWriter):
+        async def submit_request_entries(self, entries: list[Any]) -> None:
+            try:
+                await anyio.sleep(30)
+            except BaseException:
+                await anyio.lowlevel.checkpoint()  # its cleanup still runs to the end
+                cancelled.extend(entries)
+                raise
+
+    writer = Slow(Destination(), options=SinkOptions(max_batch_size=1))
+    with anyio.fail_after(5), pytest.raises(RuntimeError, match="boom"):
+        async with writer:
+            for element in range(3):
+                await writer.write(element)
+            await anyio.sleep(0.01)
+            raise RuntimeError("boom")
+    assert sorted(cancelled) == [0, 1, 2]  # each request ended before the writer did
+
+
+class Interrupted(BaseException):
+    """Like ``KeyboardInterrupt``: not a failure of the request, an end of the program."""
+
+
+async def test_a_base_exception_in_a_request_ends_the_writer_with_it() -> None:
+    def handler(entries: list[Any], call: CallInfo) -> None:
+        raise Interrupted("stop")
+
+    writer = FakeWriter(Destination(handler), options=SinkOptions(max_batch_size=1))
+    with anyio.fail_after(5), pytest.raises(BaseException) as caught:
+        async with writer:
+            await writer.write(1)
+            await anyio.sleep(1)
+    found = caught.value
+    while isinstance(found, BaseExceptionGroup):
+        found = found.exceptions[0]
+    assert isinstance(found, Interrupted)
 
 
 async def test_current_call_outside_a_request_is_an_error() -> None:
