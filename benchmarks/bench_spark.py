@@ -29,9 +29,10 @@ durable records, >= 0.85x the rate without).
         [--per-row-rows N] [--batched-rows N] [--latency-ms L] [--json PATH] [--profile]
 
 ``--profile`` then profiles, by CPU time, what a Python worker does for one partition of
-100,000 rows, in this process: asyncsink's per-row path (``writer.write`` for each
-``Row``, as ``asyncsink.spark.runner`` does on its event loop) and the batched baseline,
-and prints where asyncsink's time goes.
+100,000 rows, in this process: the path the Arrow-readable rows take (record batches as
+``ArrowRows`` chunks through ``run_chunks``: the task thread hands them to the event loop
+thread, whose writer encodes whole batches and sends them), each thread on its own, and
+times the batched baseline; it prints where asyncsink's time goes.
 """
 
 from __future__ import annotations
@@ -212,35 +213,78 @@ class Bench:
 # ---------------------------------------------------------------------- profiling
 
 
+def partition_batches(count: int, batch_rows: int = 10_000) -> list[Any]:
+    """The rows ``rows`` gives, as the Arrow record batches a Python worker reads through
+    ``mapInArrow`` (Spark's default of 10,000 rows a batch)."""
+    import pyarrow as pa
+
+    batches = []
+    for start in range(0, count, batch_rows):
+        ids = range(start, min(count, start + batch_rows))
+        columns = [
+            pa.array([f"r-{i:09d}" for i in ids], pa.string()),
+            pa.array(ids, pa.int64()),
+            pa.array([f"customer-{i % 9973:04d}" for i in ids], pa.string()),
+            pa.array([round((i * 37) % 100_000 / 100, 2) for i in ids], pa.float64()),
+            pa.array([i % 7 != 0 for i in ids], pa.bool_()),
+        ]
+        names = ["id", "seq", "customer", "amount", "ok"]
+        batches.append(pa.RecordBatch.from_arrays(columns, names=names))
+    return batches
+
+
 def profile_partition(url: str, count: int) -> None:
-    """Profile one partition's Python side in this process: asyncsink vs batched requests."""
-    import anyio
+    """Profile one partition's Python side in this process, as a Spark worker runs it:
+    Arrow record batches read as ``ArrowRows`` chunks (``batch_chunks``) and handed by the
+    task thread to the worker's event loop thread (``run_chunks``), where the writer
+    encodes and sends them. Each thread is profiled by its own CPU time; the batched
+    baseline (``post_batched`` over the same rows) is timed alongside."""
+    import cProfile
+
     from pyspark.sql import Row
     from sides import print_profile, profile_cpu
 
     from asyncsink.spark import SinkSpec
+    from asyncsink.spark.arrow import batch_chunks
+    from asyncsink.spark.runner import _worker_portal, run_chunks
 
-    make = Row("id", "seq", "customer", "amount", "ok")
-    partition = [
-        make(f"r-{i:09d}", i, f"customer-{i % 9973:04d}", (i * 37) % 100_000 / 100, i % 7 != 0)
-        for i in range(count)
-    ]
+    batches = partition_batches(count)
+    names = list(batches[0].schema.names)
     spec = SinkSpec("http", {"url": url})
 
-    async def deliver() -> None:
-        writer = spec.build()
-        async with writer:
-            for row in partition:
-                await writer.write(row)
+    def deliver() -> None:
+        chunks = batch_chunks(iter(batches), names, as_dicts=spec.reads_mappings)
+        run_chunks(spec, chunks, "profile", 0)
 
+    deliver()  # warm up: the loop thread, the client, its connections
+    portal = _worker_portal()
+    task_profile = cProfile.Profile(time.thread_time)
+    loop_profile = cProfile.Profile(time.thread_time)
+    portal.call(loop_profile.enable)
+    task_profile.runcall(deliver)
+    portal.call(loop_profile.disable)
+    task_raw, task_total = _thread_profile(task_profile)
+    loop_raw, loop_total = _thread_profile(loop_profile)
+
+    make = Row(*names)
+    partition = [make(*row.values()) for batch in batches for row in batch.to_pylist()]
     _, batched = profile_cpu(post_batched, url, iter(partition))
-    raw, total = profile_cpu(anyio.run, deliver)
     print(
-        f"\nprofile (CPU time) of one partition's Python side, {count:,} rows: asyncsink "
-        f"{total:.2f} s, batched requests {batched:.2f} s ({total / batched:.2f}x); "
-        "asyncsink's time:"
+        f"\nprofile (CPU time) of one partition's Python side, {count:,} rows in "
+        f"{len(batches)} Arrow batches: task thread {task_total:.2f} s, event loop thread "
+        f"{loop_total:.2f} s; batched requests {batched:.2f} s. The event loop thread's time:"
     )
-    print_profile(raw, total)
+    print_profile(loop_raw, loop_total)
+    print("\nThe task thread's time (reading batches, handing chunks over):")
+    print_profile(task_raw, task_total)
+
+
+def _thread_profile(profile: Any) -> tuple[dict[Any, Any], float]:
+    """The raw statistics of a profile of one thread and its total CPU seconds."""
+    import pstats
+
+    raw: dict[Any, Any] = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    return raw, sum(entry[2] for entry in raw.values()) or 1e-9
 
 
 # ---------------------------------------------------------------------- main
