@@ -18,20 +18,29 @@ server latency per request, then with none:
   shows how much of the difference at 0 ms is the JSON library rather than delivery.
 
 Every side takes each document's ``_id`` from its ``id`` field (``idField`` for the sink),
-so that both must leave the same index behind. The sides run in one process, in rotating
-order, for several rounds after a warm-up; before each run the endpoint is reset (no index
-at all), and after it the run is checked: the index must hold exactly the documents sent,
-each once, every item answered 201. Prints the median documents/s of each side (wall
-clock), the CPU time per document of the client and of the endpoint (steadier than
-wall-clock figures on a shared machine), and the ratios with their target (asyncsink >=
-1.0x the helper at every latency): the ratio of the medians, and the median of each
+so that both must leave the same index behind. Every side runs in a process of its own
+(``sides.SideProcess``), spawned once and kept for all its runs, which builds the
+documents itself, times each run and measures its own CPU time (user + system): the
+parent only orchestrates, and the endpoint reports its own CPU time. After a warm-up run
+of each side, the sides run in rotating order for several rounds (A B, B A, ...); before
+each run the endpoint is reset (no index at all), and after it the run is checked: the
+index must hold exactly the documents sent, each once, every item answered 201.
+
+Prints, per latency and with the machine's load average, each side's documents/s (wall
+clock) and CPU time per document of the client (steadier than wall-clock figures on a
+shared machine) as the median with the minimum and maximum of its runs, and the
+endpoint's CPU per document; then the ratios with their target (asyncsink >= 1.0x the
+helper at every latency): the ratio of the medians, and the median (min-max) of each
 round's ratio (its sides ran back to back) as a check on noise.
+
+Exits 1 when a target is missed, after printing everything.
 
     .venv/bin/python benchmarks/bench_elasticsearch.py [--docs N] [--rounds R] [--quick]
         [--latencies 20,0] [--orjson-helper] [--profile] [--json PATH]
 
 ``--profile`` then profiles one helper and one asyncsink run per latency (cProfile, CPU
-time) and prints where asyncsink's client time goes, by file and by function.
+time, in this process) and prints where asyncsink's client time goes, by file and by
+function.
 """
 
 from __future__ import annotations
@@ -39,8 +48,9 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import time
+import sys
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -49,12 +59,16 @@ import orjson
 from elasticsearch import AsyncElasticsearch, helpers
 from elasticsearch.serializer import OrjsonSerializer
 from sides import (
+    SideProcess,
     comparison,
+    load_average,
     make_entries,
     mean_json_size,
+    print_comparisons,
     print_profile,
     profile_cpu,
     rotating_rounds,
+    spread,
 )
 
 from asyncsink.sinks.elasticsearch import create_writer
@@ -148,33 +162,33 @@ def check(server: ElasticsearchServer, side: str, sent: int, docs: list[dict[str
         raise RuntimeError(f"{side}, {n:,} documents: " + "; ".join(problems))
 
 
-def timed(server: ElasticsearchServer, side: str, docs: list[dict[str, Any]]) -> tuple[float, ...]:
+def timed(
+    server: ElasticsearchServer, side: SideProcess, docs: list[dict[str, Any]]
+) -> tuple[float, float, float]:
     """One checked run on an empty endpoint: documents/s of wall-clock time, then the
     client's and the endpoint's CPU microseconds per document."""
     server.reset()
-    started, cpu = time.perf_counter(), time.process_time()
-    sent = RUNNERS[side](server.url, docs)
-    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+    run = side.run(len(docs))  # the side's process builds the same documents
     server_cpu = server.stats().cpu_seconds
-    check(server, side, sent, docs)
+    check(server, side.name, run.sent, docs)
     n = len(docs)
-    return n / elapsed, cpu / n * 1e6, server_cpu / n * 1e6
+    return n / run.seconds, run.cpu_seconds / n * 1e6, server_cpu / n * 1e6
 
 
 def measure(
     server: ElasticsearchServer,
+    workers: dict[str, SideProcess],
     docs: list[dict[str, Any]],
     latency_ms: float,
     rounds: int,
-    sides: tuple[str, ...] = SIDES,
 ) -> dict[str, dict[str, Any]]:
     server.set_faults(EsFaults(latency_ms=latency_ms))
     first = docs[: min(len(docs), 10 * BATCH)]  # imports, connection pools, caches
     runs = rotating_rounds(
-        sides,
+        list(workers),
         rounds,
-        run=lambda side: timed(server, side, docs),
-        warm=lambda side: timed(server, side, first),
+        run=lambda side: timed(server, workers[side], docs),
+        warm=lambda side: timed(server, workers[side], first),
     )
     return {
         side: {
@@ -204,11 +218,14 @@ def compare(
     ]
 
 
-def print_comparison(row: dict[str, Any], verdict: str) -> None:
-    print(
-        f"{row['name']:<82}{row['ratio']:>7.2f}x{row['paired_ratio']:>7.2f}x"
-        f"{row['target']:>7.2f}x  {verdict}"
-    )
+def print_latency_table(latency_ms: float, sides: dict[str, dict[str, Any]]) -> None:
+    print(f"\nserver latency {latency_ms:g} ms ({load_average()})")
+    print(f"{'side':<46}{'docs/s: median (min-max)':>30}{'client CPU us/doc':>24}{'endpoint':>10}")
+    for side, row in sides.items():
+        print(
+            f"{LABELS[side]:<46}{spread(row['runs']):>30}"
+            f"{spread(row['cpu_runs'], 2):>24}{row['server_cpu_us_per_doc']:>10.2f}"
+        )
 
 
 # ---------------------------------------------------------------------- profiling
@@ -255,29 +272,27 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     docs = make_entries(args.docs)
     size = mean_json_size(docs)
     results: dict[float, dict[str, dict[str, Any]]] = {}
-    with ElasticsearchServer(host="127.0.0.1") as server:
-        print(
-            f"{args.docs:,} documents of ~{size:.0f} B JSON, {BATCH} per _bulk request, "
-            f"ElasticsearchServer in its own process, median of {args.rounds} rounds "
-            f"(sides in rotating order), {os.cpu_count()} CPUs"
-        )
+    print(
+        f"{args.docs:,} documents of ~{size:.0f} B JSON, {BATCH} per _bulk request, "
+        f"ElasticsearchServer and every side in a process of its own, median (min-max) of "
+        f"{args.rounds} rounds (sides in rotating order); {load_average()}",
+        flush=True,
+    )
+    with ElasticsearchServer(host="127.0.0.1") as server, ExitStack() as stack:
+        workers = {
+            side: stack.enter_context(SideProcess(side, RUNNERS[side], server.url))
+            for side in sides
+        }
         for latency_ms in latencies:
-            results[latency_ms] = measure(server, docs, latency_ms, args.rounds, sides)
-            print(f"\nserver latency {latency_ms:g} ms")
-            print(f"{'side':<46}{'docs/s':>10}{'CPU us/doc: client':>20}{'endpoint':>10}")
-            for side in sides:
-                row = results[latency_ms][side]
-                print(
-                    f"{LABELS[side]:<46}{row['docs_per_s']:>10,.0f}"
-                    f"{row['cpu_us_per_doc']:>20.2f}{row['server_cpu_us_per_doc']:>10.2f}"
-                )
+            results[latency_ms] = measure(server, workers, docs, latency_ms, args.rounds)
+            print_latency_table(latency_ms, results[latency_ms])
+            sys.stdout.flush()
         rows = compare(results)
-        extra = compare(results, "helper_orjson") if args.orjson_helper else []
-        print(f"\n{'comparison':<82}{'ratio':>8}{'paired':>8}{'target':>8}  met")
-        for row in rows:
-            print_comparison(row, "yes" if row["met"] else "NO")
-        for row in extra:
-            print_comparison(row, "(for information: no target)")
+        extra = [
+            {**row, "target": None, "met": None}  # for information: no target
+            for row in (compare(results, "helper_orjson") if args.orjson_helper else [])
+        ]
+        print_comparisons(rows + extra, width=82)
         if args.profile:
             for latency_ms in latencies:
                 profile_run(server, docs, latency_ms)
@@ -291,6 +306,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "rounds": args.rounds,
             "latencies_ms": latencies,
             "sides": list(sides),
+            "cpus": os.cpu_count(),
+            "load_average": [round(x, 2) for x in os.getloadavg()],
         },
         "results": {f"{latency:g}ms": by_side for latency, by_side in results.items()},
         "comparisons": rows,
@@ -302,4 +319,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    missed = [row for row in main()["comparisons"] if row["met"] is False]
+    for row in missed:
+        print(f"TARGET MISSED: {row['name']}: {row['ratio']:.2f}x, target {row['target']:g}x")
+    sys.exit(1 if missed else 0)

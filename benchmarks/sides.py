@@ -9,6 +9,7 @@ rows and their profiles.
 - ``comparison``: asyncsink against a baseline: the ratio of the medians, and the median,
   minimum and maximum of each round's ratio (its sides ran back to back) as a check on
   noise; a target is a floor for rates and a ceiling for costs (``lower_is_better``);
+  ``print_comparisons`` prints such rows;
 - ``spread`` and ``load_average``: a median with its minimum and maximum, and the machine's
   load, as the tables print them;
 - ``process_cpu``, ``profile_cpu`` and ``print_profile``: CPU time, of another process
@@ -26,8 +27,8 @@ import resource
 import statistics
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
 from types import TracebackType
@@ -80,32 +81,49 @@ class SideRun:
     sent: int
     seconds: float  # wall clock
     cpu_seconds: float  # the side's process: user + system time
+    details: Mapping[str, float] = field(default_factory=dict)  # the runner's own figures
+
+
+Runner = Callable[..., int | tuple[int, Mapping[str, float]]]
 
 
 class SideProcess:
     """A benchmark side in a process of its own, spawned once and kept for its rounds.
 
-    ``runner(*args, entries)`` delivers ``entries`` and returns how many it delivered; it
-    must be importable by the spawned process (a module-level function of the script).
-    The process builds its input itself (``make_entries``, the same for every side), times
-    each run and takes its CPU time from ``resource.getrusage`` of its own process, so
-    neither the parent, the endpoint nor another side is counted. A run that raises ends
-    the process and raises ``RuntimeError`` here with the side's name and the error.
+    ``runner(*args, *extra, entries)`` delivers ``entries`` and returns how many it
+    delivered, or that and a mapping of figures of its own (``SideRun.details``, such as
+    records re-sent); ``args`` are given here, ``extra`` to each ``run``. The runner must
+    be importable by the spawned process (a module-level function of the script). The
+    process builds its input itself (``inputs(count)``: by default ``make_entries``, the
+    same for every side), times each run and takes its CPU time from
+    ``resource.getrusage`` of its own process, so neither the parent, the endpoint nor
+    another side is counted. A run that raises ends the process and raises
+    ``RuntimeError`` here with the side's name and the error.
     """
 
-    def __init__(self, name: str, runner: Callable[..., int], *args: Any) -> None:
+    def __init__(
+        self,
+        name: str,
+        runner: Runner,
+        *args: Any,
+        inputs: Callable[[int], Sequence[Any]] = make_entries,
+    ) -> None:
         self.name = name
         context = multiprocessing.get_context("spawn")
         self._conn, child = context.Pipe()
         self._process = context.Process(
-            target=_side_main, args=(runner, args, child), name=f"side-{name}", daemon=True
+            target=_side_main,
+            args=(runner, args, inputs, child),
+            name=f"side-{name}",
+            daemon=True,
         )
         self._process.start()
         child.close()
 
-    def run(self, count: int) -> SideRun:
-        """Deliver the first ``count`` entries once; what the side's process measured."""
-        self._conn.send(count)
+    def run(self, count: int, *extra: Any) -> SideRun:
+        """Deliver the first ``count`` entries once, ``extra`` passed to the runner before
+        them; what the side's process measured."""
+        self._conn.send((count, extra))
         try:
             kind, *answer = self._conn.recv()
         except EOFError:
@@ -135,21 +153,28 @@ class SideProcess:
         self.close()
 
 
-def _side_main(runner: Callable[..., int], args: tuple[Any, ...], conn: Connection) -> None:
-    entries: list[dict[str, Any]] = []
+def _side_main(
+    runner: Runner,
+    args: tuple[Any, ...],
+    inputs: Callable[[int], Sequence[Any]],
+    conn: Connection,
+) -> None:
+    entries: Sequence[Any] = []
     try:
-        while (count := conn.recv()) is not None:
+        while (message := conn.recv()) is not None:
+            count, extra = message
             if len(entries) < count:
-                entries = make_entries(count)
+                entries = inputs(count)
             batch = entries[:count]
             gc.collect()
             before = resource.getrusage(resource.RUSAGE_SELF)
             started = time.perf_counter()
-            sent = runner(*args, batch)
+            done = runner(*args, *extra, batch)
             seconds = time.perf_counter() - started
             after = resource.getrusage(resource.RUSAGE_SELF)
             cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
-            conn.send(("ok", sent, seconds, cpu))
+            sent, details = done if isinstance(done, tuple) else (done, {})
+            conn.send(("ok", sent, seconds, cpu, dict(details)))
     except Exception as exc:
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
     finally:
@@ -187,6 +212,21 @@ def comparison(
         "lower_is_better": lower_is_better,
         "met": met,
     }
+
+
+def print_comparisons(rows: Sequence[dict[str, Any]], width: int = 80) -> None:
+    """``comparison`` rows as a table: the ratio of the medians, the median (min-max) of
+    the rounds' ratios, the target and whether it was met."""
+    header = f"{'ratio':>8}{'paired: median (min-max)':>26}{'target':>9}  met"
+    print(f"\n{'comparison':<{width}}{header}")
+    for row in rows:
+        paired = f"{row['paired_ratio']:.2f}x ({row['paired_min']:.2f}-{row['paired_max']:.2f})"
+        if row["target"] is None:
+            target, verdict = "-", "(for information)"
+        else:
+            sign = "<=" if row["lower_is_better"] else ">="
+            target, verdict = f"{sign}{row['target']:g}x", "yes" if row["met"] else "NO"
+        print(f"{row['name']:<{width}}{row['ratio']:>7.2f}x{paired:>26}{target:>9}  {verdict}")
 
 
 def _rounded(value: float) -> float:
