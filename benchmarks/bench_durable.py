@@ -1,36 +1,68 @@
 """Cost of durability: AsyncSinkWriter without a call log vs with a CallLog on SQLite.
 
 The same workload on both sides: entries in batches of 500, at most 16 requests in flight,
-to an in-process null destination with a simulated latency (2 ms, then 0 ms), alternating
-A B A B in one process. The durable side takes a fresh scope of one SQLite store (a temp
-file, as a Python worker keeps it across partitions) per run, and completes it at the end.
-Prints the median entries/s of each side and their ratio (the goal is >= 0.85), the same
-per second of the process's CPU time (steadier on a busy machine: it leaves out time other
-processes took), and how many store writes a durable run made.
+to a null destination in the side's own process (the writer benchmark's ``NullWriter`` and
+entries) with a simulated latency per request (2 ms, then 0 ms):
+
+- plain: the writer without a call log;
+- durable: the writer with a ``CallLog`` on one SQLite store (a file in a temporary
+  folder, kept across runs as a Python worker keeps it across partitions), a fresh scope
+  per run, completed at its end as the Spark driver does.
+
+Every side runs in a process of its own (``sides.SideProcess``), spawned once and kept for
+all its runs, which builds the entries itself, times each run and measures its own CPU
+time (user + system). Per latency, after a warm-up run of each side, the sides run in
+rotating order for several rounds (A B, B A, ...); every run must deliver every entry.
+Prints, per latency and with the machine's load average, each side's entries/s (wall
+clock) and CPU time per entry (steadier on a busy machine: it leaves out time other
+processes took) as the median with the minimum and maximum of its runs, and how many
+store writes a durable run made; then the ratios durable / plain: entries/s, with its
+goal (>= 0.85), and CPU per entry, for information; each the ratio of the medians and the
+median (min-max) of each round's ratio as a check on noise. Exits 1 when a goal is
+missed, after printing everything.
 
     .venv/bin/python benchmarks/bench_durable.py [--entries N] [--rounds R]
-        [--latencies-ms 2,0] [--profile]
+        [--latencies-ms 2,0] [--quick] [--profile] [--json PATH]
+
+``--quick`` (50,000 entries, 3 rounds) is a smoke test. ``--profile`` then profiles one
+durable run at 0 ms (cProfile, CPU time, in this process) and prints where its time goes.
 """
 
 from __future__ import annotations
 
 import argparse
-import cProfile
-import pstats
+import os
 import statistics
+import sys
 import tempfile
-import time
 from collections.abc import Iterable, Mapping
+from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import anyio
-from bench_writer import NullWriter  # the same null destination as the writer benchmark
+import orjson
+from bench_writer import NullWriter, make_payloads  # the writer benchmark's destination
+from sides import (
+    SideProcess,
+    comparison,
+    load_average,
+    print_comparisons,
+    print_profile,
+    profile_cpu,
+    rotating_rounds,
+    spread,
+)
 
 from asyncsink import CallLog, Scope, SinkOptions
 from asyncsink.stores.sqlite import SQLiteStore
 
 BATCH = 500
 IN_FLIGHT = 16
+TARGET = 0.85  # durable / plain, entries per second, at every latency
+
+SIDES = ("plain", "durable")
+LABELS = {"plain": "writer without records", "durable": "writer, CallLog on SQLite"}
 
 
 class CountingStore(SQLiteStore):
@@ -47,73 +79,185 @@ class CountingStore(SQLiteStore):
         await super().put(scope, epoch, puts, deletes)
 
 
-class Bench:
-    def __init__(self, entries: int, store: CountingStore) -> None:
-        self.payloads = [b'{"id": %d, "value": "x"}' % i for i in range(entries)]
-        self.store = store
-        self.runs = 0
-
-    async def deliver(self, latency: float, durable: bool) -> int:
-        log = None
-        if durable:
-            self.runs += 1
-            log = CallLog(self.store, Scope("bench", self.runs, 0))
-        options = SinkOptions(max_batch_size=BATCH, max_in_flight_requests=IN_FLIGHT)
-        writer = NullWriter(latency, options=options, call_log=log)
-        async with writer:
-            await writer.write_all(self.payloads)
-        if log is not None:
-            await log.complete()  # what the driver does once Spark committed
-        return writer.received
-
-    def timed(self, latency: float, durable: bool) -> tuple[float, float]:
-        """Entries per second of wall-clock time and per second of CPU time."""
-        started, cpu = time.perf_counter(), time.process_time()
-        received = anyio.run(self.deliver, latency, durable)
-        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
-        assert received == len(self.payloads), (durable, received)
-        return len(self.payloads) / elapsed, len(self.payloads) / cpu
+# ---------------------------------------------------------------------- the sides
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+async def deliver(payloads: list[bytes], latency: float, log: CallLog | None) -> int:
+    options = SinkOptions(max_batch_size=BATCH, max_in_flight_requests=IN_FLIGHT)
+    writer = NullWriter(latency, options=options, call_log=log)
+    async with writer:
+        await writer.write_all(payloads)
+    if log is not None:
+        await log.complete()  # what the driver does once Spark committed
+    return writer.received
+
+
+def run_plain(latency: float, payloads: list[bytes]) -> int:
+    return anyio.run(deliver, payloads, latency, None)
+
+
+class _Records:
+    """The durable side's store, opened on its first run, and the number of its last
+    scope: every run writes a fresh one."""
+
+    store: CountingStore | None = None
+    runs = 0
+
+
+def run_durable(folder: str, latency: float, payloads: list[bytes]) -> tuple[int, dict[str, float]]:
+    """A durable run: entries delivered, then the store writes it made and their records."""
+    if _Records.store is None:
+        _Records.store = CountingStore(Path(folder) / "records.db")
+    store = _Records.store
+    _Records.runs += 1
+    puts, records = store.puts, store.records
+    log = CallLog(store, Scope("bench", _Records.runs, 0))
+    received = anyio.run(deliver, payloads, latency, log)
+    return received, {"puts": store.puts - puts, "records": store.records - records}
+
+
+# ---------------------------------------------------------------------- measuring
+
+
+def timed(side: SideProcess, count: int, latency: float) -> tuple[float, float, float, float]:
+    """One checked run: entries/s of wall-clock time, CPU microseconds per entry, and the
+    store writes made and records they carried (0 without records)."""
+    run = side.run(count, latency)
+    if run.sent != count:
+        raise RuntimeError(f"{side.name}: delivered {run.sent} of {count}")
+    puts, records = run.details.get("puts", 0), run.details.get("records", 0)
+    return count / run.seconds, run.cpu_seconds / count * 1e6, puts, records
+
+
+def measure(
+    workers: dict[str, SideProcess], entries: int, latency_ms: float, rounds: int
+) -> dict[str, dict[str, Any]]:
+    latency = latency_ms / 1000
+    runs = rotating_rounds(
+        list(workers),
+        rounds,
+        run=lambda side: timed(workers[side], entries, latency),
+        warm=lambda side: timed(workers[side], min(entries, 10 * BATCH), latency),
+    )
+    return {
+        side: {
+            "entries_per_s": statistics.median(run[0] for run in results),
+            "cpu_us_per_entry": statistics.median(run[1] for run in results),
+            "puts_per_run": statistics.median(run[2] for run in results),
+            "records_per_put": sum(run[3] for run in results) / max(1, sum(r[2] for r in results)),
+            "runs": [round(run[0]) for run in results],
+            "cpu_runs": [round(run[1], 3) for run in results],
+        }
+        for side, results in runs.items()
+    }
+
+
+def comparisons(latency_ms: float, sides: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """durable against plain: entries/s against ``TARGET``, CPU per entry for information."""
+    durable, plain = sides["durable"], sides["plain"]
+    return [
+        comparison(
+            f"Durable {latency_ms:g} ms: {LABELS['durable']} vs without records",
+            "entries/s",
+            durable["runs"],
+            plain["runs"],
+            TARGET,
+        ),
+        comparison(
+            f"Durable {latency_ms:g} ms: CPU per entry, CallLog on SQLite vs without",
+            "us/entry",
+            durable["cpu_runs"],
+            plain["cpu_runs"],
+            None,
+            lower_is_better=True,
+        ),
+    ]
+
+
+def print_latency_table(latency_ms: float, sides: dict[str, dict[str, Any]]) -> None:
+    print(f"\nlatency {latency_ms:g} ms ({load_average()})")
+    print(
+        f"{'side':<30}{'entries/s: median (min-max)':>34}{'CPU us/entry':>22}"
+        f"{'puts/run':>10}{'records/put':>13}"
+    )
+    for side, row in sides.items():
+        print(
+            f"{LABELS[side]:<30}{spread(row['runs']):>34}{spread(row['cpu_runs'], 3):>22}"
+            f"{row['puts_per_run']:>10,.0f}{row['records_per_put']:>13.1f}"
+        )
+
+
+# ---------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--entries", type=int, default=200_000, help="entries per run")
-    parser.add_argument("--rounds", type=int, default=7, help="A B pairs per latency")
+    parser.add_argument("--rounds", type=int, default=7, help="rounds of both sides per latency")
     parser.add_argument(
         "--latencies-ms", default="2,0", help="simulated latencies to run, comma-separated"
     )
+    parser.add_argument("--quick", action="store_true", help="50,000 entries, 3 rounds")
     parser.add_argument(
         "--profile", action="store_true", help="also profile one durable run at 0 ms"
     )
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        store = CountingStore(Path(tmp) / "records.db")
-        bench = Bench(args.entries, store)
-        bench.timed(0.0, True)  # warm up: open the file, import, fill caches
-        print(f"{args.entries} entries, batches of {BATCH}, {IN_FLIGHT} in flight, "
-              f"median of {args.rounds} alternating rounds")  # fmt: skip
-        print(f"{'latency':>8}{'plain':>12}{'durable':>12}{'ratio':>7}{'plain/cpu':>12}"
-              f"{'durable/cpu':>13}{'ratio':>7}{'puts/run':>10}{'records/put':>13}")  # fmt: skip
-        for latency_ms in (float(ms) for ms in args.latencies_ms.split(",")):
-            plain, durable = [], []
-            store.puts = store.records = 0
-            for _ in range(args.rounds):
-                plain.append(bench.timed(latency_ms / 1000, False))
-                durable.append(bench.timed(latency_ms / 1000, True))
-            a, b = (statistics.median(rate for rate, _ in runs) for runs in (plain, durable))
-            c, d = (statistics.median(cpu for _, cpu in runs) for runs in (plain, durable))
-            puts = store.puts / args.rounds
-            per_put = store.records / max(store.puts, 1)
-            print(f"{latency_ms:>6g}ms{a:>12,.0f}{b:>12,.0f}{b / a:>7.2f}{c:>12,.0f}{d:>13,.0f}"
-                  f"{d / c:>7.2f}{puts:>10,.0f}{per_put:>13.1f}")  # fmt: skip
-        print("(entries/s of wall-clock time, then of CPU time; ratio = durable / plain)")
+    parser.add_argument("--json", type=Path, help="write the results to this file")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.entries, args.rounds = 50_000, 3
+    latencies = [float(ms) for ms in args.latencies_ms.split(",") if ms]
+    print(
+        f"{args.entries:,} entries, batches of {BATCH}, {IN_FLIGHT} in flight, every side in "
+        f"a process of its own, median (min-max) of {args.rounds} rounds (sides in rotating "
+        f"order); {load_average()}",
+        flush=True,
+    )
+    results: dict[float, dict[str, dict[str, Any]]] = {}
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="asyncsink-bench-") as tmp, ExitStack() as stack:
+        workers = {
+            "plain": stack.enter_context(SideProcess("plain", run_plain, inputs=make_payloads)),
+            "durable": stack.enter_context(
+                SideProcess("durable", run_durable, tmp, inputs=make_payloads)
+            ),
+        }
+        for latency_ms in latencies:
+            results[latency_ms] = measure(workers, args.entries, latency_ms, args.rounds)
+            print_latency_table(latency_ms, results[latency_ms])
+            rows += comparisons(latency_ms, results[latency_ms])
+            sys.stdout.flush()
+        stack.close()  # the durable side's store, before its folder goes
+        print_comparisons(rows, width=72)
         if args.profile:
-            profiler = cProfile.Profile()
-            profiler.runcall(bench.timed, 0.0, True)
-            stats = pstats.Stats(profiler).strip_dirs().sort_stats("tottime")
-            stats.print_stats(25)
-        anyio.run(store.aclose)
+            fresh = tempfile.mkdtemp(dir=tmp)  # not the side's store, whose scopes are taken
+            raw, total = profile_cpu(run_durable, fresh, 0.0, make_payloads(args.entries))
+            print(f"\nprofile (CPU time) of one durable run of {args.entries:,} entries at 0 ms:")
+            print_profile(raw, total)
+            if _Records.store is not None:
+                anyio.run(_Records.store.aclose)
+    summary = {
+        "benchmark": "durable",
+        "title": "Writer with a CallLog on SQLite vs without records, null destination",
+        "config": {
+            "entries": args.entries,
+            "batch": BATCH,
+            "in_flight": IN_FLIGHT,
+            "rounds": args.rounds,
+            "latencies_ms": latencies,
+            "cpus": os.cpu_count(),
+            "load_average": [round(x, 2) for x in os.getloadavg()],
+        },
+        "results": {f"{latency:g}ms": by_side for latency, by_side in results.items()},
+        "comparisons": rows,
+    }
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+    return summary
 
 
 if __name__ == "__main__":
-    main()
+    missed = [row for row in main()["comparisons"] if row["met"] is False]
+    for row in missed:
+        print(f"TARGET MISSED: {row['name']}: {row['ratio']:.2f}x, target {row['target']:g}x")
+    sys.exit(1 if missed else 0)

@@ -1,26 +1,58 @@
 """Writer overhead: AsyncSinkWriter vs a hand-written anyio batching loop, same destination.
 
-Both sides deliver the same entries in batches of 500 with at most 16 requests in flight
-to an in-process null destination (optionally with a simulated latency), alternating
-A B A B in one process. Prints entries/s for each and the ratio.
+Both sides deliver the same entries (small JSON byte strings) in batches of 500 with at
+most 16 requests in flight to a null destination in their own process (optionally with a
+simulated latency per request):
+
+- asyncsink: an ``AsyncSinkWriter`` subclass whose ``submit_request_entries`` only counts;
+- hand-written loop: what a user writes by hand with anyio: cut batches, a semaphore for
+  the in-flight limit, a task per batch that only counts.
+
+Every side runs in a process of its own (``sides.SideProcess``), spawned once and kept for
+all its runs, which builds the entries itself, times each run and measures its own CPU
+time (user + system). After a warm-up run of each side, the sides run in rotating order
+for several rounds (A B, B A, ...); every run must deliver every entry. Prints, with the
+machine's load average, each side's entries/s (wall clock) and CPU time per entry as the
+median with the minimum and maximum of its runs, then the ratios asyncsink / hand-written
+(for information: no target): the ratio of the medians, and the median (min-max) of each
+round's ratio as a check on noise.
 
     .venv/bin/python benchmarks/bench_writer.py [--entries N] [--rounds R] [--latency-ms L]
+        [--quick] [--json PATH]
+
+``--quick`` (100,000 entries, 3 rounds) is a smoke test.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
-import time
-from collections.abc import Callable, Coroutine
+from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
 import anyio
+import orjson
+from sides import (
+    SideProcess,
+    comparison,
+    load_average,
+    print_comparisons,
+    rotating_rounds,
+    spread,
+)
 
 from asyncsink import AsyncSinkWriter, SinkOptions
 
 BATCH = 500
 IN_FLIGHT = 16
+
+SIDES = ("asyncsink", "hand")
+LABELS = {
+    "asyncsink": "asyncsink AsyncSinkWriter",
+    "hand": f"hand-written anyio loop ({IN_FLIGHT} in flight)",
+}
 
 
 class NullWriter(AsyncSinkWriter[bytes, bytes]):
@@ -39,6 +71,14 @@ class NullWriter(AsyncSinkWriter[bytes, bytes]):
         if self.latency:
             await anyio.sleep(self.latency)
         self.received += len(entries)
+
+
+def make_payloads(count: int) -> list[bytes]:
+    """The entries of this benchmark and of the durable one: ~25 bytes of JSON each."""
+    return [b'{"id": %d, "value": "x"}' % i for i in range(count)]
+
+
+# ---------------------------------------------------------------------- the sides
 
 
 async def with_asyncsink(payloads: list[bytes], latency: float) -> int:
@@ -78,39 +118,122 @@ async def hand_written(payloads: list[bytes], latency: float) -> int:
     return received
 
 
-def timed(
-    fn: Callable[[list[bytes], float], Coroutine[Any, Any, int]],
-    payloads: list[bytes],
-    latency: float,
-) -> float:
-    started = time.perf_counter()
-    received = anyio.run(fn, payloads, latency)
-    elapsed = time.perf_counter() - started
-    assert received == len(payloads), (fn.__name__, received)
-    return len(payloads) / elapsed
+def run_asyncsink(latency: float, payloads: list[bytes]) -> int:
+    return anyio.run(with_asyncsink, payloads, latency)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--entries", type=int, default=500_000)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--latency-ms", type=float, default=0.0)
-    args = parser.parse_args()
-    payloads = [b'{"id": %d, "value": "x"}' % i for i in range(args.entries)]
-    latency = args.latency_ms / 1000
-    ours, theirs = [], []
-    for _ in range(args.rounds):
-        ours.append(timed(with_asyncsink, payloads, latency))
-        theirs.append(timed(hand_written, payloads, latency))
-    a, b = statistics.median(ours), statistics.median(theirs)
-    print(
-        f"{args.entries} entries, batches of {BATCH}, {IN_FLIGHT} in flight, "
-        f"latency {args.latency_ms:g} ms, median of {args.rounds} alternating rounds"
+def run_hand(latency: float, payloads: list[bytes]) -> int:
+    return anyio.run(hand_written, payloads, latency)
+
+
+RUNNERS = {"asyncsink": run_asyncsink, "hand": run_hand}
+
+
+# ---------------------------------------------------------------------- measuring
+
+
+def timed(side: SideProcess, count: int) -> tuple[float, float]:
+    """One checked run: entries/s of wall-clock time and CPU microseconds per entry."""
+    run = side.run(count)
+    if run.sent != count:
+        raise RuntimeError(f"{side.name}: delivered {run.sent} of {count}")
+    return count / run.seconds, run.cpu_seconds / count * 1e6
+
+
+def measure(workers: dict[str, SideProcess], entries: int, rounds: int) -> dict[str, Any]:
+    runs = rotating_rounds(
+        list(workers),
+        rounds,
+        run=lambda side: timed(workers[side], entries),
+        warm=lambda side: timed(workers[side], min(entries, 10 * BATCH)),
     )
-    print(f"{'side':<28}{'entries/s':>14}")
-    print(f"{'asyncsink AsyncSinkWriter':<28}{a:>14,.0f}")
-    print(f"{'hand-written anyio loop':<28}{b:>14,.0f}")
-    print(f"{'ratio (asyncsink / hand)':<28}{a / b:>14.2f}")
+    return {
+        side: {
+            "entries_per_s": statistics.median(run[0] for run in results),
+            "cpu_us_per_entry": statistics.median(run[1] for run in results),
+            "runs": [round(run[0]) for run in results],
+            "cpu_runs": [round(run[1], 3) for run in results],
+        }
+        for side, results in runs.items()
+    }
+
+
+def comparisons(results: dict[str, Any], latency_ms: float) -> list[dict[str, Any]]:
+    """asyncsink against the hand-written loop, for information: entries/s and CPU."""
+    name = f"Writer, null destination {latency_ms:g} ms"
+    ours, theirs = results["asyncsink"], results["hand"]
+    return [
+        comparison(
+            f"{name}: asyncsink vs {LABELS['hand']}",
+            "entries/s",
+            ours["runs"],
+            theirs["runs"],
+            None,
+        ),
+        comparison(
+            f"{name}: CPU per entry, asyncsink vs hand-written loop",
+            "us/entry",
+            ours["cpu_runs"],
+            theirs["cpu_runs"],
+            None,
+            lower_is_better=True,
+        ),
+    ]
+
+
+# ---------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--entries", type=int, default=500_000, help="entries per run")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of both sides")
+    parser.add_argument("--latency-ms", type=float, default=0.0, help="per request")
+    parser.add_argument("--quick", action="store_true", help="100,000 entries, 3 rounds")
+    parser.add_argument("--json", type=Path, help="write the results to this file")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.entries, args.rounds = 100_000, 3
+    print(
+        f"{args.entries:,} entries, batches of {BATCH}, {IN_FLIGHT} in flight, latency "
+        f"{args.latency_ms:g} ms, every side in a process of its own, median (min-max) of "
+        f"{args.rounds} rounds (sides in rotating order); {load_average()}",
+        flush=True,
+    )
+    with ExitStack() as stack:
+        workers = {
+            side: stack.enter_context(
+                SideProcess(side, RUNNERS[side], args.latency_ms / 1000, inputs=make_payloads)
+            )
+            for side in SIDES
+        }
+        results = measure(workers, args.entries, args.rounds)
+    print(f"\n{load_average()}")
+    print(f"{'side':<44}{'entries/s: median (min-max)':>34}{'CPU us/entry':>22}")
+    for side in SIDES:
+        row = results[side]
+        print(f"{LABELS[side]:<44}{spread(row['runs']):>34}{spread(row['cpu_runs'], 3):>22}")
+    rows = comparisons(results, args.latency_ms)
+    print_comparisons(rows, width=84)
+    summary = {
+        "benchmark": "writer",
+        "title": "AsyncSinkWriter vs a hand-written anyio loop, null destination",
+        "config": {
+            "entries": args.entries,
+            "batch": BATCH,
+            "in_flight": IN_FLIGHT,
+            "latency_ms": args.latency_ms,
+            "rounds": args.rounds,
+            "cpus": os.cpu_count(),
+            "load_average": [round(x, 2) for x in os.getloadavg()],
+        },
+        "results": results,
+        "comparisons": rows,
+    }
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+    return summary
 
 
 if __name__ == "__main__":
