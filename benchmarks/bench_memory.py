@@ -8,7 +8,9 @@ in flight, 10,000 buffered) to a slow in-process destination (each request takes
 so the writer outruns it and ``write`` waits: backpressure; the most entries seen
 buffered and in flight are printed to show it). The process reads its own
 peak resident set size (``ru_maxrss``) at the end. The writer's memory must not grow
-with the number of entries: the goal is 10M peak - 1M peak < 50 MB.
+with the number of entries: the goal is 10M peak - 1M peak < 50 MB. The table is printed
+with the machine's load average (the sizes run one after the other; only their times
+depend on it).
 
     .venv/bin/python benchmarks/bench_memory.py [--sizes 1000000,10000000]
         [--latency-ms 100] [--quick] [--json PATH]
@@ -17,6 +19,7 @@ with the number of entries: the goal is 10M peak - 1M peak < 50 MB.
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import subprocess
 import sys
@@ -27,6 +30,7 @@ from typing import Any
 
 import anyio
 import orjson
+from sides import load_average
 
 from asyncsink import AsyncSinkWriter, SinkOptions
 from asyncsink.sinks.http import JsonEntryEncoder
@@ -140,7 +144,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     growth_mb = (runs[1]["peak_rss_kb"] - runs[0]["peak_rss_kb"]) / 1024
     print(
         f"peak RSS of one writer (default limits) to a destination taking "
-        f"{args.latency_ms:g} ms per request, each size in a fresh process"
+        f"{args.latency_ms:g} ms per request, each size in a fresh process ({load_average()})"
     )
     print(
         f"{'entries':>12}{'peak RSS MB':>13}{'at start MB':>13}{'seconds':>9}{'entries/s':>11}"
@@ -160,7 +164,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     summary = {
         "benchmark": "memory",
         "title": "Peak RSS, one writer, slow destination",
-        "config": {"sizes": [small, large], "latency_ms": args.latency_ms},
+        "config": {
+            "sizes": [small, large],
+            "latency_ms": args.latency_ms,
+            "cpus": os.cpu_count(),
+            "load_average": [round(x, 2) for x in os.getloadavg()],
+        },
         "results": runs,
         "comparisons": [
             {
