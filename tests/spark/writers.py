@@ -33,6 +33,9 @@ def create_killing_writer(options: Mapping[str, Any], **kwargs: Any) -> Any:
         done += 1
         if done >= after:
             if mode == "exit":
+                # Die once the answers so far are on disk (the writer persists them soon
+                # after they arrive, not at once): the retry then has calls to skip.
+                await writer._log.sync()
                 os._exit(1)
             raise RuntimeError("injected task failure")
         return result
