@@ -16,10 +16,13 @@ rotating order for several rounds (A B, B A, ...); every run must deliver every 
 Prints, per latency and with the machine's load average, each side's entries/s (wall
 clock) and CPU time per entry (steadier on a busy machine: it leaves out time other
 processes took) as the median with the minimum and maximum of its runs, and how many
-store writes a durable run made; then the ratios durable / plain: entries/s, with its
-goal (>= 0.85), and CPU per entry, for information; each the ratio of the medians and the
-median (min-max) of each round's ratio as a check on noise. Exits 1 when a goal is
-missed, after printing everything.
+store writes a durable run made; then the ratios durable / plain: entries/s and CPU per
+entry, each the ratio of the medians and the median (min-max) of each round's ratio as a
+check on noise. They are for information: against a null destination the plain writer
+spends almost nothing per entry, so this isolates what durability costs (a CRC-32 per
+entry, a record per call, a SQLite transaction per burst of requests) rather than what
+it costs a real sink. The targets (durable >= 0.8x plain at 0 ms, >= 0.95x at 20 and
+100 ms) are measured with the HTTP sink against an endpoint, by ``bench_http.py``.
 
     .venv/bin/python benchmarks/bench_durable.py [--entries N] [--rounds R]
         [--latencies-ms 2,0] [--quick] [--profile] [--json PATH]
@@ -59,7 +62,6 @@ from asyncsink.stores.sqlite import SQLiteStore
 
 BATCH = 500
 IN_FLIGHT = 16
-TARGET = 0.85  # durable / plain, entries per second, at every latency
 
 SIDES = ("plain", "durable")
 LABELS = {"plain": "writer without records", "durable": "writer, CallLog on SQLite"}
@@ -153,7 +155,7 @@ def measure(
 
 
 def comparisons(latency_ms: float, sides: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """durable against plain: entries/s against ``TARGET``, CPU per entry for information."""
+    """durable against plain: entries/s and CPU per entry, for information."""
     durable, plain = sides["durable"], sides["plain"]
     return [
         comparison(
@@ -161,7 +163,7 @@ def comparisons(latency_ms: float, sides: dict[str, dict[str, Any]]) -> list[dic
             "entries/s",
             durable["runs"],
             plain["runs"],
-            TARGET,
+            None,
         ),
         comparison(
             f"Durable {latency_ms:g} ms: CPU per entry, CallLog on SQLite vs without",
