@@ -56,6 +56,33 @@ def fresh_answers() -> Iterator[None]:
     preflight._answers.clear()
 
 
+class CountingContext(Context):
+    """Counts how often its conf is read (each read is many calls into the JVM)."""
+
+    reads = 0
+
+    def getConf(self) -> Conf:  # noqa: N802 - Spark's name
+        self.reads += 1
+        return self.conf
+
+
+def test_a_context_found_fit_is_not_read_again() -> None:
+    context = CountingContext("local[2]", python=sys.executable)
+    check_workers(context)
+    reads = context.reads
+    assert reads > 0
+    for _ in range(5):
+        check_workers(context)
+    assert context.reads == reads
+
+
+def test_a_context_found_unfit_is_checked_again(bare_python: Path) -> None:
+    context = CountingContext("local[2]", python=str(bare_python))
+    for _ in range(2):
+        with pytest.raises(SparkSetupError):
+            check_workers(context)
+
+
 @pytest.fixture
 def bare_python(tmp_path: Path) -> Path:
     """An interpreter without asyncsink; it counts how often it is asked."""

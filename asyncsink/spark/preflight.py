@@ -7,8 +7,10 @@ task fails with a bare ``ModuleNotFoundError: No module named 'asyncsink'``, onc
 has started. In local mode (``local[...]``, ``local-cluster[...]``) the workers run on
 this machine, so the driver can ask that interpreter first, and fail with what to set.
 
-The answer is cached per interpreter for the life of the process: the entry points call
-``check_workers`` for every job and micro-batch at no cost after the first.
+The answer is cached per interpreter for the life of the process, and a SparkContext
+found fit is not looked at again (its workers' interpreter is fixed when it starts): the
+entry points call ``check_workers`` for every job and micro-batch at no cost after the
+first (reading a context's conf alone takes tens of milliseconds of calls into the JVM).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import weakref
 from typing import Any
 
 from ..errors import SparkSetupError
@@ -30,6 +33,7 @@ log = logging.getLogger("asyncsink.spark")
 _IMPORT_CHECK = "import asyncsink, sinks"
 _answers: dict[str, tuple[bool, str] | None] = {}  # interpreter -> (certain, problem)
 _lock = threading.Lock()
+_checked: weakref.WeakSet[Any] = weakref.WeakSet()  # contexts already checked
 
 
 def check_workers(spark: Any) -> None:
@@ -47,7 +51,10 @@ def check_workers(spark: Any) -> None:
             set instead.
     """
     context = _context(spark)
-    if context is None or not str(context.master).startswith("local"):
+    if context is None or context in _checked:
+        return
+    if not str(context.master).startswith("local"):
+        _checked.add(context)
         return
     for python, source in _worker_pythons(context):
         answer = _answer(python, source)
@@ -57,6 +64,7 @@ def check_workers(spark: Any) -> None:
         if certain and not _ships_python_files(context):
             raise SparkSetupError(problem)
         log.warning("%s", problem)
+    _checked.add(context)
 
 
 def _context(spark: Any) -> Any:
