@@ -22,7 +22,7 @@ import asyncio
 import enum
 import logging
 import time
-from collections.abc import AsyncIterable, Collection, Iterable, Sequence
+from collections.abc import AsyncIterable, Collection, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from types import TracebackType
@@ -144,7 +144,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         self._last_error: BaseException | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._sending: set[asyncio.Task[None]] = set()  # a task per request in flight
+        self._sending: set[asyncio.Task[None]] = set()  # the tasks of ``_spawn``
         self._timer_scope: anyio.CancelScope | None = None
         self._progress = anyio.Event()
         self._waiting = 0  # tasks waiting for ``_progress``
@@ -618,10 +618,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             call = _Call(info, run, now)
             self._calls[info.call_id] = call
             self._in_flight_entries += len(run.entries)
-            # A plain asyncio task: a third of the cost of a task group's, per request.
-            task = self._loop.create_task(self._send(call))  # type: ignore[union-attr]
-            self._sending.add(task)
-            task.add_done_callback(self._request_ended)
+            self._spawn(self._send(call))
             started = True
         if started:
             self._signal()
@@ -653,8 +650,17 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
 
     # ------------------------------------------------------------------ requests
 
-    def _request_ended(self, task: asyncio.Task[None]) -> None:
-        """A request's task ended. ``_send`` handles every ``Exception``; anything else
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` (a request, or saving outcomes) in a plain asyncio task: a third of
+        the cost of a task group's, which every request would pay. The writer cancels and
+        awaits these tasks when it closes."""
+        assert self._loop is not None
+        task = self._loop.create_task(work)
+        self._sending.add(task)
+        task.add_done_callback(self._task_ended)
+
+    def _task_ended(self, task: asyncio.Task[None]) -> None:
+        """A task of ``_spawn`` ended. Its work handles every ``Exception``; anything else
         (``KeyboardInterrupt``, ``SystemExit``) ends the writer's task group with it, as
         it would have had the task been the group's own."""
         self._sending.discard(task)
@@ -719,10 +725,12 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             full = 2 * len(run.entries) >= self._max_batch or 2 * run.size >= self._max_bytes
             self._limiter.on_response(call.sent, now, len(self._calls) + 1, full=full)
             self._on_response(call, result, now)
-        if self._log.persistent and not self._log_sync_scheduled and self._tg is not None:
+        # A request started now writes the outcome with its own record, before it leaves;
+        # without one, a task of its own writes it.
+        started = self._pump()
+        if self._log.persistent and not started and not self._log_sync_scheduled and self._tg:
             self._log_sync_scheduled = True
-            self._tg.start_soon(self._save_outcomes)
-        self._pump()
+            self._spawn(self._save_outcomes())
         if self._timer_blocked:
             self._wake_timer()
         self._signal()
