@@ -1,12 +1,13 @@
 """Spark to HTTP: asyncsink vs what Python REST writers in Spark do today, same endpoint.
 
-A local Spark session (``local[2]``) writes the rows of ``spark.range`` (two partitions,
-about 85 bytes of JSON a row) to the fault-injecting endpoint (``FaultServer``, in its
-own process, 20 ms latency, no faults) from ``foreachPartition``:
+Each side writes the rows of ``spark.range`` (two partitions, about 85 bytes of JSON a
+row) from a local Spark session (``local[2]``) to the fault-injecting endpoint
+(``FaultServer``, in its own process, 20 ms latency, no faults):
 
 - asyncsink: ``asyncsink.spark.foreach_partition(df, "http", {"url": ...})`` with its
   defaults (500 rows a request, 16 in flight per partition); and the same with durable
-  call records (``sink_id``, SQLite in a temp dir), as the README recommends;
+  call records (``sink_id``, SQLite in a temp dir, a fresh batch id per run), as the
+  README recommends;
 - one request per row: what existing Python REST data sources and most ``foreach``
   examples do (a ``requests.Session`` per partition, one POST per row);
 - batched requests: 500 rows a request, sent one at a time, per partition;
@@ -16,14 +17,25 @@ own process, 20 ms latency, no faults) from ``foreachPartition``:
   cost, so the ratio to them is the share of a worker's time asyncsink leaves to Spark;
 - the Python data source, ``df.write.format("asyncsink-http")``.
 
-asyncsink writes ``--rows`` (default 1,000,000); a request per row cannot get through a
-million rows in reasonable time, so each baseline writes a smaller slice of the same rows
-(``--per-row-rows``, ``--batched-rows``) and all sides are compared by rows per second,
-which a steady loop keeps whatever the slice. Every run is checked (the endpoint must
-hold exactly the rows sent) and the endpoint is reset between runs. The sides run in
-rotating order for several rounds after a warm-up; prints the median rows/s of each and
-the ratios with their targets (asyncsink >= 10x a request per row, >= 3x batched; with
-durable records, >= 0.95x the rate without, as for the HTTP sink alone at 20 ms).
+Every side runs in a process of its own (``sides.SideProcess``), spawned once and kept
+for all its runs; its process starts its own Spark session on its first run (the warm-up
+runs start them one at a time), keeps it for all its runs and stops it when it ends, so
+the Python workers of each session (reused between jobs, Spark's default) are that
+side's alone; the side's process times each of its runs, and the parent only
+orchestrates. asyncsink writes ``--rows`` (default 1,000,000); a request per row cannot
+get through a million rows in reasonable time, so each baseline writes a smaller slice of
+the same rows (``--per-row-rows``, ``--batched-rows``) and all sides are compared by rows
+per second, which a steady loop keeps whatever the slice. Every run is checked (the
+endpoint must hold exactly the rows sent, once each; the null sinks nothing) and the
+endpoint is reset between runs. After a warm-up run of each side, the sides run in
+rotating order for several rounds (A B C, B C A, ...).
+
+Prints, with the machine's load average, each side's rows/s as the median with the
+minimum and maximum of its runs; then the comparisons: the ratio of the medians, and the
+median (min-max) of each round's ratio (its sides ran back to back) as a check on noise,
+with the targets: asyncsink >= 10x a request per row, >= 3x batched, >= 0.7x either null
+sink; with durable records, >= 0.95x the rate without, as for the HTTP sink alone at
+20 ms. Exits 1 when a target is missed, after printing everything.
 
     .venv/bin/python benchmarks/bench_spark.py [--rows N] [--rounds R] [--quick]
         [--per-row-rows N] [--batched-rows N] [--latency-ms L] [--json PATH] [--profile]
@@ -38,17 +50,28 @@ times the batched baseline; it prints where asyncsink's time goes.
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import orjson
+from sides import (
+    SideProcess,
+    comparison,
+    load_average,
+    print_comparisons,
+    rotating_rounds,
+    spread,
+)
 
 from asyncsink.testing import Faults, FaultServer
 
@@ -69,6 +92,7 @@ LABELS = {
 # baseline -> target ratio asyncsink / baseline
 TARGETS = {"per_row": 10.0, "batched": 3.0, "arrow_null": 0.7, "rows_null": 0.7}
 DURABLE_TARGET = 0.95  # durable records / none, rows per second (20 ms)
+WARM_ROWS = 2 * BATCH * PARTITIONS  # a warm-up run: the JVM, the Python workers, imports
 
 
 def start_spark() -> Any:
@@ -158,56 +182,129 @@ def encode_batches(batches: Iterator[Any]) -> Iterator[Any]:
 
 
 # ---------------------------------------------------------------------- the sides
+# Each runs in a process of its own (``SideProcess``), with a Spark session of its own.
 
 
-class Bench:
-    def __init__(self, spark: Any, server: FaultServer, store: str) -> None:
-        self.spark = spark
-        self.server = server
-        self.store = store
-        self.job = 0
+class _Side:
+    """What a side's process keeps between its runs: its Spark session (started on the
+    first run, stopped when the process ends), and for the durable side the temporary
+    folder of its SQLite store and the number of its last batch (every run writes a
+    fresh one)."""
 
-    def run(self, side: str, count: int) -> None:
-        from asyncsink.spark import foreach_partition
+    spark: Any = None
+    folder: str | None = None
+    batches = 0
 
-        df = rows(self.spark, count)
-        url = self.server.ingest_url
-        if side == "asyncsink":
-            stats = foreach_partition(df, "http", {"url": url})
-            assert stats.delivered == count, stats.summary()
-        elif side == "durable":
-            self.job += 1
-            options = {"url": url, "recordStore": self.store}
-            stats = foreach_partition(df, "http", options, sink_id="bench", batch_id=self.job)
-            assert stats.delivered == count, stats.summary()
-        elif side == "source":
-            df.write.format("asyncsink-http").option("url", url).mode("append").save()
-        elif side == "per_row":
-            df.foreachPartition(partial(post_per_row, url))
-        elif side == "batched":
-            df.foreachPartition(partial(post_batched, url))
-        elif side == "rows_null":
-            df.foreachPartition(encode_rows)
-        else:
-            encoded = df.mapInArrow(encode_batches, "n long").collect()
-            assert sum(row.n for row in encoded) == count
 
-    def timed(self, side: str, count: int) -> float:
-        """One checked run: rows per second."""
-        self.server.reset()
-        rows_run = count
-        started = time.perf_counter()
-        self.run(side, count)
-        elapsed = time.perf_counter() - started
-        stats = self.server.stats()
-        if side.endswith("_null"):
-            count = 0  # sends nothing
-        if stats.entries_received != count or stats.unique_ids != count:
-            raise RuntimeError(
-                f"{side}: the endpoint holds {stats.entries_received} rows "
-                f"({stats.unique_ids} distinct) of {count}"
+def _session() -> Any:
+    if _Side.spark is None:
+        from pyspark import cloudpickle
+
+        # In a spawned process this module is ``__mp_main__``, which Spark's workers
+        # cannot import: ship its partition functions by value, as those of ``__main__``.
+        cloudpickle.register_pickle_by_value(sys.modules[__name__])
+        _Side.spark = start_spark()
+        atexit.register(_end_session)  # runs before pyspark's own handler kills the JVM
+    return _Side.spark
+
+
+def _end_session() -> None:
+    _Side.spark.stop()
+    if _Side.folder is not None:
+        shutil.rmtree(_Side.folder, ignore_errors=True)
+
+
+def _store() -> str:
+    if _Side.folder is None:
+        _Side.folder = tempfile.mkdtemp(prefix="asyncsink-bench-")
+    return f"sqlite:///{Path(_Side.folder) / 'records.db'}"
+
+
+def run_side(side: str, url: str, rows_in: range) -> int:
+    """A run of ``side`` in its process (``SideProcess``, which passes ``range(count)``
+    and times the run): writes ``count`` rows; how many were written, or read and encoded
+    by a null sink."""
+    from asyncsink.spark import foreach_partition
+
+    count = len(rows_in)
+    df = rows(_session(), count)
+    if side == "asyncsink":
+        return foreach_partition(df, "http", {"url": url}).delivered
+    if side == "durable":
+        _Side.batches += 1
+        options = {"url": url, "recordStore": _store()}
+        stats = foreach_partition(df, "http", options, sink_id="bench", batch_id=_Side.batches)
+        return stats.delivered
+    if side == "source":
+        df.write.format("asyncsink-http").option("url", url).mode("append").save()
+    elif side == "per_row":
+        df.foreachPartition(partial(post_per_row, url))
+    elif side == "batched":
+        df.foreachPartition(partial(post_batched, url))
+    elif side == "rows_null":
+        df.foreachPartition(encode_rows)
+    else:
+        encoded = df.mapInArrow(encode_batches, "n long").collect()
+        return sum(row.n for row in encoded)
+    return count
+
+
+def timed(server: FaultServer, side: SideProcess, count: int) -> float:
+    """One checked run: rows per second, as the side's process timed it."""
+    server.reset()
+    run = side.run(count)
+    stats = server.stats()
+    held = 0 if side.name.endswith("_null") else count  # a null sink sends nothing
+    if run.sent != count or stats.entries_received != held or stats.unique_ids != held:
+        raise RuntimeError(
+            f"{side.name}: {run.sent} rows written of {count}; the endpoint holds "
+            f"{stats.entries_received} ({stats.unique_ids} distinct) of {held}"
+        )
+    return count / run.seconds
+
+
+def measure(server: FaultServer, counts: dict[str, int], rounds: int) -> dict[str, list[int]]:
+    """Each side's rows/s in every round, after a warm-up run of each (which starts its
+    Spark session: one at a time)."""
+    with ExitStack() as stack:
+        workers = {
+            side: stack.enter_context(
+                SideProcess(side, run_side, side, server.ingest_url, inputs=range)
             )
-        return rows_run / elapsed
+            for side in SIDES
+        }
+        runs = rotating_rounds(
+            SIDES,
+            rounds,
+            run=lambda side: timed(server, workers[side], counts[side]),
+            warm=lambda side: timed(server, workers[side], min(counts[side], WARM_ROWS)),
+        )
+    return {side: [round(rate) for rate in rates] for side, rates in runs.items()}
+
+
+def comparisons(runs: dict[str, list[int]], latency_ms: float) -> list[dict[str, Any]]:
+    """asyncsink's three ways against every baseline, and durable records against none."""
+    rows_out = [
+        comparison(
+            f"Spark {latency_ms:g} ms: {LABELS[ours]} vs {LABELS[baseline]}",
+            "rows/s",
+            runs[ours],
+            runs[baseline],
+            target,
+        )
+        for ours in ("asyncsink", "source", "durable")
+        for baseline, target in TARGETS.items()
+    ]
+    rows_out.append(
+        comparison(
+            f"Spark {latency_ms:g} ms: {LABELS['durable']} vs without records",
+            "rows/s",
+            runs["durable"],
+            runs["asyncsink"],
+            DURABLE_TARGET,
+        )
+    )
+    return rows_out
 
 
 # ---------------------------------------------------------------------- profiling
@@ -303,81 +400,32 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     if args.quick:
         args.rows, args.per_row_rows, args.batched_rows, args.rounds = 100_000, 500, 50_000, 2
-    counts = {
-        "asyncsink": args.rows,
-        "source": args.rows,
-        "durable": args.rows,
-        "per_row": args.per_row_rows,
-        "batched": args.batched_rows,
-        "rows_null": args.rows,
-        "arrow_null": args.rows,
-    }
-    runs: dict[str, list[float]] = {side: [] for side in SIDES}
+    counts = {side: args.rows for side in SIDES}
+    counts.update(per_row=args.per_row_rows, batched=args.batched_rows)
+    print(
+        f"Spark local[{PARTITIONS}] and {PARTITIONS} partitions per side, rows of ~85 B JSON, "
+        f"endpoint latency {args.latency_ms:g} ms; FaultServer and every side in a process "
+        f"of its own, median (min-max) of {args.rounds} rounds (sides in rotating order); "
+        f"{load_average()}",
+        flush=True,
+    )
     started = time.monotonic()
-    with (
-        FaultServer(Faults(latency_ms=args.latency_ms)) as server,
-        tempfile.TemporaryDirectory(prefix="asyncsink-bench-") as tmp,
-    ):
-        spark = start_spark()
-        try:
-            bench = Bench(spark, server, f"sqlite:///{Path(tmp) / 'records.db'}")
-            for side in SIDES:  # warm up: JVM, Python workers, imports
-                bench.timed(side, min(counts[side], 2 * BATCH * PARTITIONS))
-            for index in range(args.rounds):
-                order = SIDES[index % len(SIDES) :] + SIDES[: index % len(SIDES)]
-                for side in order:
-                    runs[side].append(bench.timed(side, counts[side]))
-        finally:
-            spark.stop()
+    with FaultServer(Faults(latency_ms=args.latency_ms)) as server:
+        runs = measure(server, counts, args.rounds)
+        print(f"\n{time.monotonic() - started:.0f} s in all ({load_average()})")
+        print(f"{'side':<52}{'rows per run':>14}{'rows/s: median (min-max)':>34}")
+        for side in SIDES:
+            print(f"{LABELS[side]:<52}{counts[side]:>14,}{spread(runs[side]):>34}")
+        print(
+            "(a request per row cannot write a million rows in reasonable time: each "
+            "baseline writes a slice of the same rows, and the sides are compared by rows/s)"
+        )
+        rows_out = comparisons(runs, args.latency_ms)
+        print_comparisons(rows_out, width=max(len(row["name"]) for row in rows_out) + 2)
+        sys.stdout.flush()
         if args.profile:
             server.reset()
             profile_partition(server.ingest_url, 100_000)
-    medians = {side: statistics.median(rates) for side, rates in runs.items()}
-    print(
-        f"Spark local[{PARTITIONS}], {PARTITIONS} partitions, rows of ~85 B JSON, endpoint "
-        f"latency {args.latency_ms:g} ms, median of {args.rounds} rounds (sides in rotating "
-        f"order), {os.cpu_count()} CPUs, {time.monotonic() - started:.0f} s in all"
-    )
-    print(f"{'side':<46}{'rows per run':>14}{'rows/s':>12}")
-    for side in SIDES:
-        print(f"{LABELS[side]:<46}{counts[side]:>14,}{medians[side]:>12,.0f}")
-    print(
-        "(a request per row cannot write a million rows in reasonable time: each baseline "
-        "writes a slice of the same rows, and the sides are compared by rows/s)"
-    )
-    rows_out: list[dict[str, Any]] = []
-    for ours in ("asyncsink", "source", "durable"):
-        for baseline, target in TARGETS.items():
-            ratio = medians[ours] / medians[baseline]
-            rows_out.append(
-                {
-                    "name": f"Spark {args.latency_ms:g} ms: {LABELS[ours]} vs {LABELS[baseline]}",
-                    "unit": "rows/s",
-                    "asyncsink": round(medians[ours]),
-                    "baseline": round(medians[baseline]),
-                    "ratio": round(ratio, 3),
-                    "target": target,
-                    "met": ratio >= target,
-                }
-            )
-    durable = medians["durable"] / medians["asyncsink"]
-    rows_out.append(
-        {
-            "name": f"Spark {args.latency_ms:g} ms: {LABELS['durable']} vs without records",
-            "unit": "rows/s",
-            "asyncsink": round(medians["durable"]),
-            "baseline": round(medians["asyncsink"]),
-            "ratio": round(durable, 3),
-            "target": DURABLE_TARGET,
-            "met": durable >= DURABLE_TARGET,
-        }
-    )
-    print(f"\n{'comparison':<100}{'ratio':>9}{'target':>8}  met")
-    for row in rows_out:
-        print(
-            f"{row['name']:<100}{row['ratio']:>8.2f}x{row['target']:>7.2f}x  "
-            f"{'yes' if row['met'] else 'NO'}"
-        )
     summary = {
         "benchmark": "spark",
         "title": "Spark foreachPartition to a 20 ms HTTP endpoint",
@@ -387,9 +435,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "batch": BATCH,
             "rounds": args.rounds,
             "latency_ms": args.latency_ms,
+            "cpus": os.cpu_count(),
+            "load_average": [round(x, 2) for x in os.getloadavg()],
         },
         "results": {
-            side: {"rows_per_s": medians[side], "runs": [round(rate) for rate in runs[side]]}
+            side: {
+                "rows": counts[side],
+                "rows_per_s": statistics.median(runs[side]),
+                "runs": runs[side],
+            }
             for side in SIDES
         },
         "comparisons": rows_out,
@@ -401,4 +455,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    missed = [row for row in main()["comparisons"] if row["met"] is False]
+    for row in missed:
+        print(f"TARGET MISSED: {row['name']}: {row['ratio']:.2f}x, target {row['target']:g}x")
+    sys.exit(1 if missed else 0)
