@@ -18,17 +18,18 @@ row) from a local Spark session (``local[2]``) to the fault-injecting endpoint
 - the Python data source, ``df.write.format("asyncsink-http")``.
 
 Every side runs in a process of its own (``sides.SideProcess``), spawned once and kept
-for all its runs; its process starts its own Spark session on its first run (the warm-up
-runs start them one at a time), keeps it for all its runs and stops it when it ends, so
-the Python workers of each session (reused between jobs, Spark's default) are that
-side's alone; the side's process times each of its runs, and the parent only
-orchestrates. asyncsink writes ``--rows`` (default 1,000,000); a request per row cannot
-get through a million rows in reasonable time, so each baseline writes a smaller slice of
-the same rows (``--per-row-rows``, ``--batched-rows``) and all sides are compared by rows
-per second, which a steady loop keeps whatever the slice. Every run is checked (the
-endpoint must hold exactly the rows sent, once each; the null sinks nothing) and the
-endpoint is reset between runs. After a warm-up run of each side, the sides run in
-rotating order for several rounds (A B C, B C A, ...).
+for all its runs; its process starts its own Spark session on its first run, keeps it for
+all its runs and stops it when it ends, so the Python workers of each session (reused
+between jobs, Spark's default) are that side's alone; the side's process times each of
+its runs, and the parent only orchestrates. asyncsink writes ``--rows`` (default
+1,000,000); a request per row cannot get through a million rows in reasonable time, so
+each baseline writes a smaller slice of the same rows (``--per-row-rows``,
+``--batched-rows``) and all sides are compared by rows per second, which a steady loop
+keeps whatever the slice. Every run is checked (the endpoint must hold exactly the rows
+sent, once each; the null sinks nothing) and the endpoint is reset between runs. A whole
+warm-up run of each side in turn starts the sessions one at a time and warms each JVM and
+its Python workers; then the sides run in rotating order for several rounds (A B C,
+B C A, ...).
 
 Prints, with the machine's load average, each side's rows/s as the median with the
 minimum and maximum of its runs; then the comparisons: the ratio of the medians, and the
@@ -68,7 +69,6 @@ from sides import (
     SideProcess,
     comparison,
     load_average,
-    print_comparisons,
     rotating_rounds,
     spread,
 )
@@ -92,7 +92,6 @@ LABELS = {
 # baseline -> target ratio asyncsink / baseline
 TARGETS = {"per_row": 10.0, "batched": 3.0, "arrow_null": 0.7, "rows_null": 0.7}
 DURABLE_TARGET = 0.95  # durable records / none, rows per second (20 ms)
-WARM_ROWS = 2 * BATCH * PARTITIONS  # a warm-up run: the JVM, the Python workers, imports
 
 
 def start_spark() -> Any:
@@ -264,8 +263,9 @@ def timed(server: FaultServer, side: SideProcess, count: int) -> float:
 
 
 def measure(server: FaultServer, counts: dict[str, int], rounds: int) -> dict[str, list[int]]:
-    """Each side's rows/s in every round, after a warm-up run of each (which starts its
-    Spark session: one at a time)."""
+    """Each side's rows/s in every round, after a warm-up run of each: a whole run, which
+    starts the side's Spark session (one at a time) and warms its JVM and Python workers,
+    as the runs of all sides warmed the one session they once shared."""
     with ExitStack() as stack:
         workers = {
             side: stack.enter_context(
@@ -277,7 +277,7 @@ def measure(server: FaultServer, counts: dict[str, int], rounds: int) -> dict[st
             SIDES,
             rounds,
             run=lambda side: timed(server, workers[side], counts[side]),
-            warm=lambda side: timed(server, workers[side], min(counts[side], WARM_ROWS)),
+            warm=lambda side: timed(server, workers[side], counts[side]),
         )
     return {side: [round(rate) for rate in rates] for side, rates in runs.items()}
 
@@ -305,6 +305,22 @@ def comparisons(runs: dict[str, list[int]], latency_ms: float) -> list[dict[str,
         )
     )
     return rows_out
+
+
+def print_comparisons(rows_out: list[dict[str, Any]]) -> None:
+    """``sides.print_comparisons`` with room for ratios in the thousands (a request per
+    row)."""
+    width = max(len(row["name"]) for row in rows_out) + 2
+    print(
+        f"\n{'comparison':<{width}}{'ratio':>10}{'paired: median (min-max)':>32}{'target':>9}  met"
+    )
+    for row in rows_out:
+        paired = f"{row['paired_ratio']:.2f}x ({row['paired_min']:.2f}-{row['paired_max']:.2f})"
+        verdict = "yes" if row["met"] else "NO"
+        print(
+            f"{row['name']:<{width}}{row['ratio']:>9.2f}x{paired:>32}"
+            f"{'>=' + format(row['target'], 'g') + 'x':>9}  {verdict}"
+        )
 
 
 # ---------------------------------------------------------------------- profiling
@@ -421,7 +437,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "baseline writes a slice of the same rows, and the sides are compared by rows/s)"
         )
         rows_out = comparisons(runs, args.latency_ms)
-        print_comparisons(rows_out, width=max(len(row["name"]) for row in rows_out) + 2)
+        print_comparisons(rows_out)
         sys.stdout.flush()
         if args.profile:
             server.reset()
