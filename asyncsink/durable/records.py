@@ -24,8 +24,8 @@ from __future__ import annotations
 import base64
 import struct
 import sys
-from array import array
 import zlib
+from array import array
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
