@@ -144,7 +144,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         self._last_error: BaseException | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._sending: set[asyncio.Task[None]] = set()  # the tasks of ``_spawn``
+        self._tasks: set[asyncio.Task[None]] = set()  # the tasks of ``_spawn``
         self._timer_scope: anyio.CancelScope | None = None
         self._progress = anyio.Event()
         self._waiting = 0  # tasks waiting for ``_progress``
@@ -316,13 +316,13 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         if tg is None:
             return
         tg.cancel_scope.cancel()
-        for task in self._sending:
+        for task in self._tasks:
             task.cancel()
         self._signal()
         await tg.__aexit__(None, None, None)  # children never raise; ``exc`` propagates
-        if self._sending:
+        if self._tasks:
             with anyio.CancelScope(shield=True):
-                await asyncio.wait(self._sending)
+                await asyncio.wait(self._tasks)
         if self._counts["delivered"]:
             mark_reached(self.describe_destination())
 
@@ -656,14 +656,14 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         awaits these tasks when it closes."""
         assert self._loop is not None
         task = self._loop.create_task(work)
-        self._sending.add(task)
+        self._tasks.add(task)
         task.add_done_callback(self._task_ended)
 
     def _task_ended(self, task: asyncio.Task[None]) -> None:
         """A task of ``_spawn`` ended. Its work handles every ``Exception``; anything else
         (``KeyboardInterrupt``, ``SystemExit``) ends the writer's task group with it, as
         it would have had the task been the group's own."""
-        self._sending.discard(task)
+        self._tasks.discard(task)
         if task.cancelled():
             return
         error = task.exception()
@@ -728,7 +728,12 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         # A request started now writes the outcome with its own record, before it leaves;
         # without one, a task of its own writes it.
         started = self._pump()
-        if self._log.persistent and not started and not self._log_sync_scheduled and self._tg:
+        if (
+            self._log.persistent
+            and not started
+            and not self._log_sync_scheduled
+            and self._tg is not None
+        ):
             self._log_sync_scheduled = True
             self._spawn(self._save_outcomes())
         if self._timer_blocked:

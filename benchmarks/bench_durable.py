@@ -44,17 +44,18 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import orjson
 from bench_writer import NullWriter, make_payloads  # the writer benchmark's destination
 from sides import (
     SideProcess,
     comparison,
+    exit_on_missed,
     load_average,
     print_comparisons,
     print_profile,
     profile_cpu,
     rotating_rounds,
     spread,
+    write_summary,
 )
 
 from asyncsink import CallLog, Scope, SinkOptions
@@ -252,14 +253,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "results": {f"{latency:g}ms": by_side for latency, by_side in results.items()},
         "comparisons": rows,
     }
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+    write_summary(args.json, summary)
     return summary
 
 
 if __name__ == "__main__":
-    missed = [row for row in main()["comparisons"] if row["met"] is False]
-    for row in missed:
-        print(f"TARGET MISSED: {row['name']}: {row['ratio']:.2f}x, target {row['target']:g}x")
-    sys.exit(1 if missed else 0)
+    exit_on_missed(main())

@@ -74,14 +74,17 @@ import requests
 from sides import (
     SideProcess,
     comparison,
+    exit_on_missed,
     load_average,
     make_entries,
     mean_json_size,
+    print_comparisons,
     print_profile,
     process_cpu,
     profile_cpu,
     rotating_rounds,
     spread,
+    write_summary,
 )
 
 from asyncsink import CallLog, Scope
@@ -362,18 +365,6 @@ def print_latency_table(latency_ms: float, sides: dict[str, dict[str, Any]]) -> 
         )
 
 
-def print_comparisons(rows: list[dict[str, Any]]) -> None:
-    print(f"\n{'comparison':<80}{'ratio':>8}{'paired: median (min-max)':>26}{'target':>9}  met")
-    for row in rows:
-        paired = f"{row['paired_ratio']:.2f}x ({row['paired_min']:.2f}-{row['paired_max']:.2f})"
-        if row["target"] is None:
-            target, verdict = "-", "(for information)"
-        else:
-            sign = "<=" if row["lower_is_better"] else ">="
-            target, verdict = f"{sign}{row['target']:g}x", "yes" if row["met"] else "NO"
-        print(f"{row['name']:<80}{row['ratio']:>7.2f}x{paired:>26}{target:>9}  {verdict}")
-
-
 # ---------------------------------------------------------------------- profiling
 
 
@@ -449,14 +440,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "results": {f"{latency:g}ms": by_side for latency, by_side in results.items()},
         "comparisons": rows,
     }
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+    write_summary(args.json, summary)
     return summary
 
 
 if __name__ == "__main__":
-    missed = [row for row in main()["comparisons"] if row["met"] is False]
-    for row in missed:
-        print(f"TARGET MISSED: {row['name']}: {row['ratio']:.2f}x, target {row['target']:g}x")
-    sys.exit(1 if missed else 0)
+    exit_on_missed(main())

@@ -47,7 +47,6 @@ import gc
 import os
 import pstats
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -62,6 +61,7 @@ from anyio.from_thread import BlockingPortal
 from sides import (
     SideProcess,
     comparison,
+    exit_on_missed,
     load_average,
     make_entries,
     mean_json_size,
@@ -71,6 +71,7 @@ from sides import (
     profile_cpu,
     rotating_rounds,
     spread,
+    write_summary,
 )
 
 from asyncsink.demo.destinations import destination_for
@@ -472,14 +473,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "results": {**results, "emulator_ceiling_records_per_s": round(ceiling)},
         "comparisons": [row],
     }
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+    write_summary(args.json, summary)
     return summary
 
 
 if __name__ == "__main__":
-    missed = [row for row in main()["comparisons"] if row["met"] is False]
-    for row in missed:
-        print(f"TARGET MISSED: {row['name']}: {row['ratio']:.2f}x, target {row['target']:g}x")
-    sys.exit(1 if missed else 0)
+    exit_on_missed(main())

@@ -30,7 +30,7 @@ from typing import Any
 
 import anyio
 import orjson
-from sides import load_average
+from sides import load_average, write_summary
 
 from asyncsink import AsyncSinkWriter, SinkOptions
 from asyncsink.sinks.http import JsonEntryEncoder
@@ -183,9 +183,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             }
         ],
     }
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+    write_summary(args.json, summary)
     return summary
 
 

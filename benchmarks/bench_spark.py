@@ -69,9 +69,11 @@ import orjson
 from sides import (
     SideProcess,
     comparison,
+    exit_on_missed,
     load_average,
     rotating_rounds,
     spread,
+    write_summary,
 )
 
 from asyncsink.testing import Faults, FaultServer
@@ -465,14 +467,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         },
         "comparisons": rows_out,
     }
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+    write_summary(args.json, summary)
     return summary
 
 
 if __name__ == "__main__":
-    missed = [row for row in main()["comparisons"] if row["met"] is False]
-    for row in missed:
-        print(f"TARGET MISSED: {row['name']}: {row['ratio']:.2f}x, target {row['target']:g}x")
-    sys.exit(1 if missed else 0)
+    exit_on_missed(main())

@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import orjson
 from sides import (
     SideProcess,
     comparison,
@@ -41,6 +40,7 @@ from sides import (
     print_comparisons,
     rotating_rounds,
     spread,
+    write_summary,
 )
 
 from asyncsink import AsyncSinkWriter, SinkOptions
@@ -230,9 +230,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "results": results,
         "comparisons": rows,
     }
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+    write_summary(args.json, summary)
     return summary
 
 

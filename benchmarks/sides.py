@@ -25,6 +25,7 @@ import os
 import pstats
 import resource
 import statistics
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -300,3 +301,18 @@ def _short(filename: str) -> str:
     if "python3" in filename:
         return "stdlib/" + "/".join(parts[-2:])
     return "/".join(parts[-2:])
+
+
+def write_summary(path: Path | None, summary: dict[str, Any]) -> None:
+    """Write a benchmark's summary as JSON to ``path`` (if given), for ``run_all.py``."""
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+
+
+def exit_on_missed(summary: dict[str, Any]) -> None:
+    """Name every comparison whose target was missed, then exit 1 if any was, else 0."""
+    missed = [row for row in summary["comparisons"] if row["met"] is False]
+    for row in missed:
+        print(f"TARGET MISSED: {row['name']}: {row['ratio']:.2f}x, target {row['target']:g}x")
+    sys.exit(1 if missed else 0)
