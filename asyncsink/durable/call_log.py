@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import logging
 import time
-import zlib
 from collections.abc import Collection, Sequence
 from typing import Any
 
@@ -200,7 +199,7 @@ class CallLog:
         """CRC-32 of an entry: of the entry itself when it is bytes-like, else of
         ``serialize_entry(entry)``."""
         try:
-            return zlib.crc32(entry)
+            return crc_of(entry)
         except TypeError:
             return crc_of(self._serialize(entry))
 
@@ -219,7 +218,7 @@ class CallLog:
         ``entries`` are digested, to compare with what was completed at the end."""
         self.skipped += len(entries) if count is None else count
         try:
-            self.digest.add(map(zlib.crc32, entries))  # entries that are bytes already
+            self.digest.add(map(crc_of, entries))  # entries that are bytes already
         except TypeError:
             self.digest.add(map(self._crc, entries))
 
@@ -374,7 +373,7 @@ class CallLog:
         if type(seqs) is not range:
             seqs = tuple(seqs)
         try:
-            crcs = tuple(map(zlib.crc32, entries))  # entries that are bytes already
+            crcs = tuple(map(crc_of, entries))  # entries that are bytes already
         except TypeError:
             crcs = tuple(self._crc(entry) for entry in entries)
         record = CallRecord(call_id, PENDING, seqs, crcs, started_at=time.time())

@@ -24,7 +24,6 @@ from __future__ import annotations
 import base64
 import struct
 import sys
-import zlib
 from array import array
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -53,8 +52,10 @@ FAILED = "FAILED"
 _STATUSES = frozenset((PENDING, SUCCEEDED, FAILED))
 
 
-def crc_of(data: bytes) -> int:
-    return zlib.crc32(data)
+try:  # the same CRC-32 as zlib's, about three times as fast on short entries
+    from zlib_ng.zlib_ng import crc32 as crc_of
+except ImportError:  # pragma: no cover - zlib-ng is a dependency; this keeps zlib's
+    from zlib import crc32 as crc_of
 
 
 def to_ranges(seqs: Iterable[int]) -> list[list[int]]:

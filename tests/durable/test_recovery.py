@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import random
+import zlib
 from typing import Any
 
 import anyio
 import pytest
 
 from asyncsink import CorruptRecordError, FencedError, Scope
-from asyncsink.durable.records import decode_record
+from asyncsink.durable.records import crc_of, decode_record
 from asyncsink.stores.memory import MemoryStore
 
 from .harness import Crash, CrashingStore, Destination, run_attempt
@@ -163,7 +165,6 @@ async def test_corrupt_record_fails_fast_naming_scope_and_call() -> None:
 async def test_old_format_records_without_status_still_read() -> None:
     import base64
     import struct
-    import zlib
 
     import orjson
 
@@ -181,6 +182,16 @@ async def test_old_format_records_without_status_still_read() -> None:
     writer = await run_attempt(store, destination, ENTRIES)
     assert writer.statistics().skipped == 10
     assert sorted(destination.applied) == sorted(ENTRIES[10:])
+
+
+def test_entry_digests_are_zlibs_crc32_so_records_stay_readable_across_versions() -> None:
+    rng = random.Random(7)
+    samples = [b"", b"a", *(rng.randbytes(rng.randrange(1, 5000)) for _ in range(300))]
+    for data in samples:
+        assert crc_of(data) == zlib.crc32(data)
+        assert crc_of(memoryview(data)) == crc_of(bytearray(data)) == zlib.crc32(data)
+    with pytest.raises(TypeError):
+        crc_of("text")  # type: ignore[arg-type]
 
 
 async def test_two_concurrent_attempts_the_older_is_fenced_and_nothing_is_lost() -> None:
