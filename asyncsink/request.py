@@ -21,7 +21,7 @@ from typing import Any
 
 __all__ = ["CallInfo", "SubmitResult", "current_call", "idempotency_key"]
 
-_NAMESPACE = uuid.UUID("6f1c7f2e-3b1a-5d6e-9a43-0c2f5b8e7d10")
+_NAMESPACE = uuid.UUID("6f1c7f2e-3b1a-5d6e-9a43-0c2f5b8e7d10").bytes
 
 
 def idempotency_key(scope: str, call_id: int, content: bytes = b"") -> str:
@@ -34,7 +34,12 @@ def idempotency_key(scope: str, call_id: int, content: bytes = b"") -> str:
     name = f"{scope}#{call_id}"
     if content:
         name += "#" + hashlib.blake2b(content, digest_size=16).hexdigest()
-    return str(uuid.uuid5(_NAMESPACE, name))
+    # str(uuid.uuid5(namespace, name)), spelled out: a third of its cost, once a request
+    digest = bytearray(hashlib.sha1(_NAMESPACE + name.encode()).digest()[:16])
+    digest[6] = digest[6] & 0x0F | 0x50  # version 5
+    digest[8] = digest[8] & 0x3F | 0x80  # the RFC 4122 variant
+    text = digest.hex()
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 
 
 @dataclass(frozen=True, slots=True)
