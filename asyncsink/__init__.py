@@ -26,6 +26,7 @@ from .errors import (
     WriterStateError,
 )
 from .options import SinkOptions
+from .packed import PackedEntries
 from .request import CallInfo, SubmitResult, current_call, idempotency_key
 from .retry import ErrorKind
 from .stats import LatencyHistogram, WriterStatistics
@@ -54,6 +55,7 @@ __all__ = [
     "JsonLinesDeadLetter",
     "LatencyHistogram",
     "OptionError",
+    "PackedEntries",
     "RecordStore",
     "ReplayMismatchError",
     "RetryableError",

@@ -1,12 +1,12 @@
 """The writer's buffer: fresh entries in write order, behind groups of entries to retry.
 
-Entries are held in runs, not one by one: a ``Run`` is three parallel lists (sequence
-numbers, entries, sizes) of entries that travel together, and the writer touches a run
-as a whole wherever it can. Entries written together (``write_all``) stay one run until
-the batches cut from it; a batch is a slice of a run, and in the common case the whole
-request takes one slice with no Python work per entry: sequence numbers of entries
-written in order are a ``range``, sizes are summed in C, and an entry's bytes are never
-copied.
+Entries are held in runs, not one by one: a ``Run`` is three parallel sequences
+(sequence numbers, entries, sizes) of entries that travel together, and the writer
+touches a run as a whole wherever it can. Entries written together (``write_all``) stay
+one run until the batches cut from it; a batch is a slice of a run, and in the common
+case the whole request takes one slice with no Python work per entry: sequence numbers
+of entries written in order are a ``range``, sizes are summed in C, and an entry's bytes
+are never copied (``PackedEntries`` are sliced as views of their buffer).
 
 Entries that failed go back to the *front* of the buffer in their original order, as a
 group with the time before which they must not be sent again (their backoff). A group
@@ -25,7 +25,7 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Iterator, Sequence
 from itertools import accumulate, chain
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 __all__ = ["RequestBuffer", "Run"]
 
@@ -38,7 +38,9 @@ class Run(Generic[E]):
 
     __slots__ = ("seqs", "entries", "sizes", "size")
 
-    def __init__(self, seqs: Sequence[int], entries: list[E], sizes: list[int], size: int) -> None:
+    def __init__(
+        self, seqs: Sequence[int], entries: Sequence[E], sizes: list[int], size: int
+    ) -> None:
         self.seqs = seqs
         self.entries = entries
         self.sizes = sizes
@@ -127,7 +129,7 @@ class RequestBuffer(Generic[E]):
         if last is not None and last.grows and last.seqs[-1] == seq - 1:
             # The next entry of the last run (its time, the older, stays its deadline).
             last.seqs = range(last.seqs[0], seq + 1)
-            last.entries.append(entry)
+            cast("list[E]", last.entries).append(entry)  # a list the buffer made
             last.sizes.append(size)
             last.size += size
         else:

@@ -26,7 +26,7 @@ from collections.abc import AsyncIterable, Collection, Coroutine, Iterable, Sequ
 from dataclasses import dataclass
 from itertools import islice
 from types import TracebackType
-from typing import Any, Generic, Self, TypeVar
+from typing import Any, Generic, Self, TypeVar, cast
 
 import anyio
 import anyio.abc
@@ -47,6 +47,7 @@ from .errors import (
     WriterStateError,
 )
 from .options import SinkOptions
+from .packed import PackedEntries
 from .rate_limit import AIMDWindow
 from .recording import CallRecorder, NoRecords
 from .request import CallInfo, SubmitResult, _current, as_result
@@ -179,7 +180,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         An exception makes the element a bad record (position and reason reported).
         """
 
-    def convert_all(self, elements: Sequence[InputT]) -> list[EntryT]:
+    def convert_all(self, elements: Sequence[InputT]) -> Sequence[EntryT]:
         """Convert a run of elements, one entry per element, in order.
 
         The writer converts what ``write_all`` is given in runs: lists, or slices of the
@@ -187,6 +188,11 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         Override it when a run converts faster at once. If
         it raises, the writer converts that run again one element at a time, with
         ``convert``, to report the bad record at its position.
+
+        Return a list, or, for entries that are bytes, ``PackedEntries``: the writer
+        keeps those packed, and a request cut from one run reaches
+        ``submit_request_entries`` as a slice of it (any other sequence is copied into
+        a list).
         """
         convert = self.convert
         return [convert(element) for element in elements]
@@ -205,6 +211,9 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         self, entries: list[EntryT]
     ) -> Sequence[EntryT] | SubmitResult | None:
         """Send one request carrying ``entries``; return the entries to retry.
+
+        ``entries`` is a list, unless ``convert_all`` returned ``PackedEntries``: then it
+        may be a slice of those.
 
         Return ``None`` (or an empty list) when all were accepted, the failed entries (the
         same objects, in request order) for a partial failure, or a ``SubmitResult``.
@@ -481,7 +490,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
                 f"convert_all returned {len(entries)} entries for {len(elements)} "
                 "elements (it must return one entry per element, in order)"
             )
-        if type(entries) is not list:
+        if type(entries) is not list and type(entries) is not PackedEntries:
             entries = list(entries)
         sizes = self.entry_sizes(entries)
         if max(sizes, default=0) > self._max_record:
@@ -681,7 +690,8 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         timed_out = False
         try:
             await self._log.sync()  # PENDING is durable before the request leaves
-            entries = call.run.entries
+            # A list, or a slice of the PackedEntries this writer's convert_all returned
+            entries = cast("list[EntryT]", call.run.entries)
             call.sent = time.monotonic()
             deadline = call.sent + self._timeout
             with anyio.move_on_after(self._timeout) as scope:

@@ -4,7 +4,9 @@
 a record batch (``batch.to_pylist()``) costs more than encoding them. Here each column is
 turned into the JSON of its values at once, mostly inside pyarrow, and the entries are
 joined from the columns row by row (``pyarrow.compute.binary_join_element_wise``): the
-field names are encoded once, and no dict is built.
+field names are encoded once, and no dict is built. Each row's JSON is followed by a
+comma, so the joined column's data is the batch's entries laid end to end, and they are
+kept there as ``PackedEntries``: no object per row.
 
 The promise is exactness: an entry is the very bytes ``JsonEntryEncoder`` gives for the
 row's dict, or there is no answer (``None``) and the caller encodes the dicts. How each
@@ -30,12 +32,13 @@ column keeps it:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 
 from asyncsink.arrow_rows import ArrowRows
+from asyncsink.packed import PackedEntries
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -72,9 +75,9 @@ class ArrowJsonEntries:
         self.decimal_as = decimal_as
         self.default = default
         self._source: ArrowRows | None = None
-        self._entries: list[bytes] | None = None
+        self._entries: PackedEntries | None = None
 
-    def __call__(self, rows: ArrowRows) -> list[bytes] | None:
+    def __call__(self, rows: ArrowRows) -> Sequence[bytes] | None:
         """The entry of each row, or ``None`` when their exactness is not proven."""
         source, start = rows.source, rows.start
         if source is not self._source:
@@ -90,7 +93,7 @@ class ArrowJsonEntries:
 
 def encode_batch(
     batch: pa.RecordBatch, *, decimal_as: Literal["string", "number"], default: Default
-) -> list[bytes] | None:
+) -> PackedEntries | None:
     """The JSON entry of each row of ``batch`` (see the module docstring), or ``None``."""
     import pyarrow as pa
 
@@ -98,7 +101,7 @@ def encode_batch(
     if not names or len(set(names)) != len(names):
         return None
     if batch.num_rows == 0:
-        return []
+        return PackedEntries(b"", [], [])
     try:
         return _encode(batch, names, decimal_as, default)
     except (pa.ArrowException, TypeError, ValueError, OverflowError):
@@ -107,7 +110,7 @@ def encode_batch(
 
 def _encode(
     batch: pa.RecordBatch, names: list[str], decimal_as: str, default: Default
-) -> list[bytes] | None:
+) -> PackedEntries | None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -123,9 +126,24 @@ def _encode(
         quote = b'"' if quoted else b""
         arguments += [pa.scalar(literal + orjson.dumps(name) + b":" + quote, pa.binary()), values]
         literal = quote + b","
-    arguments += [pa.scalar(literal[:-1] + b"}", pa.binary()), pa.scalar(b"", pa.binary())]
-    entries: list[bytes] = pc.binary_join_element_wise(*arguments).to_pylist()
-    return entries
+    arguments += [pa.scalar(literal[:-1] + b"},", pa.binary()), pa.scalar(b"", pa.binary())]
+    joined = pc.binary_join_element_wise(*arguments)
+    if joined.null_count:
+        return None
+    return _packed(joined)
+
+
+def _packed(joined: pa.Array) -> PackedEntries:
+    """The rows of a binary column whose every value ends in a comma, as the entries
+    before those commas."""
+    import numpy as np
+
+    _validity, offsets, data = joined.buffers()
+    bounds = np.frombuffer(offsets, np.int32, len(joined) + 1, joined.offset * 4)
+    first = int(bounds[0])
+    buffer = data.to_pybytes()[first : int(bounds[-1])]
+    bounds = bounds - first
+    return PackedEntries(buffer, bounds[:-1].tolist(), (bounds[1:] - 1).tolist())
 
 
 def _column(column: pa.Array, decimal_as: str, default: Default) -> Column | None:

@@ -2,7 +2,9 @@
 
 Each written element is encoded once, when the writer accepts it: a request body is then
 only the entries joined (``[e1,e2,...]`` for JSON, ``e1\\ne2\\n...`` for NDJSON), and the
-entry's size is the length of its bytes. Encoding is orjson's (about 5 times faster than
+entry's size is the length of its bytes. A run of dicts or rows is encoded as one JSON
+array and kept that way (``PackedEntries``): a JSON body of some of its entries is then
+one slice of it. Encoding is orjson's (about 5 times faster than
 the standard ``json`` module on typical rows).
 
 How values are encoded:
@@ -38,6 +40,7 @@ from typing import Any, Literal
 import orjson
 
 from asyncsink.arrow_rows import ArrowRows
+from asyncsink.packed import PackedEntries
 from asyncsink.sinks.json_keys import key_collision
 
 from .arrow_json import ArrowJsonEntries
@@ -138,11 +141,11 @@ class JsonEntryEncoder:
             raise EntryEncodingError(clash.path, "dict", clash.reason)
         return data
 
-    def encode_all(self, elements: Sequence[Any]) -> list[bytes]:
+    def encode_all(self, elements: Sequence[Any]) -> Sequence[bytes]:
         """Encode a run of elements: the same bytes as calling the encoder on each, in
-        one tight loop when they are all plain dicts or all Spark rows of one schema,
-        and a column at a time, with no dict built, for the rows of an Arrow record
-        batch (``ArrowRows``; see ``arrow_json``).
+        one JSON array kept as ``PackedEntries`` when they are all plain dicts or all
+        Spark rows of one schema, and a column at a time, with no dict built, for the
+        rows of an Arrow record batch (``ArrowRows``; see ``arrow_json``).
 
         Raises:
             EntryEncodingError: some element cannot be encoded (call the encoder on each
@@ -169,21 +172,23 @@ class JsonEntryEncoder:
             pass  # a key that is not text, or a value with no JSON form: one at a time
         return [self(element) for element in elements]
 
-    def _encode_dicts(self, dicts: list[dict[str, Any]]) -> list[bytes]:
-        """Dicts encoded by one ``orjson.dumps`` of the whole run, cut into an entry per
-        dict: the same bytes as encoding each alone, at a fraction of the cost.
+    def _encode_dicts(self, dicts: list[dict[str, Any]]) -> Sequence[bytes]:
+        """Dicts encoded by one ``orjson.dumps`` of the whole run, kept as the spans of
+        its objects: the same bytes as encoding each alone, at a fraction of the cost.
 
-        The run's JSON is ``[{...},{...}]``: cut at the ``},{`` between its objects, it
-        gives exactly one part per dict; when a value holds that sequence too (a string, a
-        list of objects), it gives more, and each dict is encoded alone.
+        The run's JSON is ``[{...},{...}]``: its objects are parted by the ``},{``
+        between them, exactly one fewer than the dicts; when a value holds that sequence
+        too (a string, a list of objects), there are more, and each dict is encoded
+        alone.
 
         Raises:
             TypeError: a key that is not text, or a value with no JSON form.
         """
         dumps, default = orjson.dumps, self._default
-        parts = dumps(dicts, default=default)[2:-2].split(b"},{")
-        if len(parts) == len(dicts):
-            return [b"{%b}" % part for part in parts]
+        data = dumps(dicts, default=default)
+        packed = _objects_of(data, len(dicts))
+        if packed is not None:
+            return packed
         return [memoryview(dumps(row, default=default)).tobytes() for row in dicts]
 
     def _explain(self, element: Any, exc: TypeError) -> EntryEncodingError:
@@ -244,8 +249,28 @@ def _join(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
 
 
+def _objects_of(data: bytes, count: int) -> PackedEntries | None:
+    """The ``count`` objects of the JSON array ``data`` (``[{...},{...}]``, as orjson
+    writes it) as ``PackedEntries``, or ``None`` when ``},{`` occurs other than between
+    them. Found by numpy, a few passes over the bytes with no Python work per object."""
+    import numpy as np
+
+    codes = np.frombuffer(data, np.uint8)
+    commas = np.flatnonzero(codes == 44)  # "," never opens or closes the array
+    commas = commas[(codes[commas - 1] == 125) & (codes[commas + 1] == 123)]  # "}" and "{"
+    if len(commas) != count - 1:
+        return None
+    ends = commas.tolist()
+    ends.append(len(data) - 1)
+    starts = [1]
+    starts += (commas + 1).tolist()
+    return PackedEntries(data, starts, ends)
+
+
 def frame_json(entries: Sequence[bytes]) -> bytes:
     """A JSON array of the entries: ``[e1,e2,...]``."""
+    if type(entries) is PackedEntries and entries.separator == b",":
+        return b"[" + entries.joined() + b"]"
     return b"[" + b",".join(entries) + b"]"
 
 

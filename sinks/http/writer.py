@@ -12,7 +12,8 @@ import orjson
 
 from asyncsink.errors import OptionError
 from asyncsink.options import SinkOptions, parse_options, raise_unknown
-from asyncsink.request import CallInfo, SubmitResult, current_call
+from asyncsink.packed import PackedEntries
+from asyncsink.request import CallInfo, SubmitResult, as_result, current_call
 
 from .classify import (
     error_for_status,
@@ -79,6 +80,7 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
         self._frame: BodyEncoder = (
             fmt if callable(fmt) else frame_ndjson if fmt == "ndjson" else frame_json
         )
+        self._frame_packed = not callable(fmt)  # a body encoder of the user's gets a list
         self._method = http.method.upper()
         self._url = http.url
         self._gzip_level = http.gzip_level if http.gzip else None
@@ -119,9 +121,9 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
             raise TypeError(f"entryEncoder returned {type(data).__name__}, expected bytes")
         return data
 
-    def convert_all(self, elements: Sequence[Any]) -> list[bytes]:
+    def convert_all(self, elements: Sequence[Any]) -> Sequence[bytes]:
         """``convert`` each element, encoding runs of plain dicts or Spark rows of one
-        schema in one tight loop (unless an ``entryEncoder`` is set)."""
+        schema as one JSON array kept packed (unless an ``entryEncoder`` is set)."""
         if self._custom_encoder:
             return super().convert_all(elements)
         return self._json.encode_all(elements)
@@ -131,16 +133,20 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
         and commas to the sum, an NDJSON body ``count`` newlines."""
         return len(entry)
 
-    def entry_sizes(self, entries: list[bytes]) -> list[int]:
+    def entry_sizes(self, entries: Sequence[bytes]) -> list[int]:
         """The lengths of a run of entries, at once."""
+        if type(entries) is PackedEntries:
+            return entries.sizes()
         return list(map(len, entries))
 
-    async def submit_request_entries(self, entries: list[bytes]) -> SubmitResult | None:
+    async def submit_request_entries(self, entries: Sequence[bytes]) -> SubmitResult | None:
         """POST/PUT one batch; the entries to retry or reject come from the answer.
 
         Raises:
             RetryableError, ThrottledError, FatalError: see ``asyncsink.sinks.http.classify``.
         """
+        if not self._frame_packed and type(entries) is not list:
+            entries = list(entries)
         body = self._frame(entries)
         size = len(body)
         headers = self._headers
@@ -157,9 +163,11 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
             raise error_for_status(answer, self._redact, body_size=size)
         hook = self._parse_response
         if hook is not None:
-            result = hook(answer.response(), entries)
+            # The hook names failed entries as the objects it was given.
+            listed = entries if type(entries) is list else list(entries)
+            result = hook(answer.response(), listed)
             if result is not None:
-                return result
+                return as_result(result, listed)
         if not self._partial_failures or status == 204:
             return None
         return parse_items(

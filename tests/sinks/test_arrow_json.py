@@ -12,6 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from asyncsink import PackedEntries
 from asyncsink.arrow_rows import ArrowRows
 from asyncsink.sinks.http import JsonEntryEncoder, arrow_json
 from asyncsink.sinks.http.arrow_json import ArrowJsonEntries, encode_batch
@@ -85,6 +86,8 @@ def test_a_batch_encodes_to_the_bytes_of_each_row_alone(seed: int, decimal_as: A
     entries = encode_batch(data, decimal_as=decimal_as, default=encoder._default)
     assert entries is not None  # every column type Spark reads through Arrow has a way
     assert entries == per_row(data, encoder)
+    assert isinstance(entries, PackedEntries)  # no object per row: one buffer
+    assert entries.joined() == b",".join(per_row(data, encoder))
     start = rng.randrange(data.num_rows)
     sliced = data.slice(start, rng.randrange(data.num_rows - start + 1))
     assert encode_batch(sliced, decimal_as=decimal_as, default=encoder._default) == per_row(
@@ -161,6 +164,15 @@ def test_dates_python_cannot_hold_give_no_answer() -> None:
     assert encode_batch(data, decimal_as="string", default=str) is None
     with pytest.raises(OverflowError):
         data.to_pylist()  # and the dicts cannot be built either: the writer reports it
+
+
+def test_rows_of_a_sliced_column_are_packed_from_its_own_offsets() -> None:
+    column = pa.array([b"{1},", b"{22},", b"{333},", b"{4444},", b"{5},"], pa.binary())
+    for start, stop in ((0, 5), (1, 4), (3, 5), (2, 2)):
+        packed = arrow_json._packed(column.slice(start, stop - start))
+        expected = [value[:-1] for value in column.to_pylist()[start:stop]]
+        assert packed == expected and packed.sizes() == [len(e) for e in expected]
+        assert packed.joined() == b",".join(expected)
 
 
 def test_an_empty_batch_has_no_entries() -> None:

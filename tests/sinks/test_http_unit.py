@@ -27,6 +27,7 @@ from asyncsink import (
     DeliveryError,
     FatalError,
     OptionError,
+    PackedEntries,
     RetryableError,
     SinkOptions,
     SubmitResult,
@@ -41,6 +42,7 @@ from asyncsink.sinks.http import (
     create_writer,
 )
 from asyncsink.sinks.http.classify import error_for_transport, parse_items, parse_retry_after
+from asyncsink.sinks.http.encoding import frame_json
 from asyncsink.sinks.http.redact import Redactor
 from asyncsink.sinks.http.transport import AiohttpTransport
 
@@ -263,6 +265,36 @@ def test_runs_encode_to_the_bytes_of_one_element_at_a_time() -> None:
     assert encode.encode_all(nested) == [b'{"id":1,"inner":{"a":1,"b":[{"c":2}]}}']
     with pytest.raises(TypeError):
         encode.encode_all([{"id": 1}, {"bad": object()}])
+
+
+def test_runs_of_dicts_stay_one_packed_array_unless_a_value_holds_the_separator() -> None:
+    encode = JsonEntryEncoder()
+    dicts = [{"id": i, "tags": ["a", "b"], "empty": {}} for i in range(50)] + [{}, {}]
+    run = encode.encode_all(dicts)
+    assert type(run) is PackedEntries and len(run) == 52
+    assert list(run) == [encode(d) for d in dicts]
+    assert frame_json(run[3:40]) == b"[" + b",".join(encode(d) for d in dicts[3:40]) + b"]"
+    tricky = [{"s": "},{"}, {"l": [{"a": 1}, {"b": 2}]}, {"id": 3}]  # "},{" inside values
+    entries = encode.encode_all(tricky)
+    assert type(entries) is list and entries == [encode(d) for d in tricky]
+    assert frame_json(entries) == orjson.dumps(tricky)
+
+
+async def test_hooks_of_the_user_get_the_entries_as_a_list(endpoint: Endpoint) -> None:
+    seen: list[type] = []
+
+    def wrap(entries: Any) -> bytes:
+        seen.append(type(entries))
+        return b"[" + b",".join(entries) + b"]"
+
+    def hook(response: httpx.Response, entries: Any) -> list[bytes] | None:
+        seen.append(type(entries))
+        return [entries[1]] if len(entries) == 3 else None  # failed, by identity
+
+    endpoint.default = lambda request: items(*[200] * len(orjson.loads(request.content)))
+    w = await deliver(writer(body_format=wrap, parse_response=hook), ROWS)
+    assert set(seen) == {list} and w.statistics().delivered == 3
+    assert [orjson.loads(r.content) for r in endpoint.requests] == [ROWS, [ROWS[1]]]
 
 
 def test_unencodable_value_error_names_the_field_path() -> None:
