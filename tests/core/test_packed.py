@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
-from asyncsink import PackedEntries
+from asyncsink import AsyncSinkWriter, PackedEntries, SinkOptions, SubmitResult
 
 
 def packed(entries: list[bytes], separator: bytes = b",", close: bytes = b"]") -> PackedEntries:
@@ -68,3 +70,48 @@ def test_spans_that_do_not_line_up_are_refused() -> None:
         PackedEntries(b"", [], [], b"\r\n")
     with pytest.raises(ValueError, match="starts"):
         PackedEntries(b"[{}]", [1], [])
+
+
+class PackingWriter(AsyncSinkWriter[bytes, bytes]):
+    """Packs each run into ``[e1,e2,...]``; fails entry 1 of its first request once."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.requests: list[tuple[type, bytes, list[bytes]]] = []
+
+    def convert(self, element: bytes) -> bytes:
+        return element
+
+    def convert_all(self, elements: Sequence[bytes]) -> Sequence[bytes]:
+        return packed(list(elements))
+
+    def entry_size(self, entry: bytes) -> int:
+        return len(entry)
+
+    def entry_sizes(self, entries: Sequence[bytes]) -> list[int]:
+        return (
+            entries.sizes()
+            if isinstance(entries, PackedEntries)
+            else super().entry_sizes(list(entries))
+        )
+
+    async def submit_request_entries(self, entries: Sequence[bytes]) -> SubmitResult | None:
+        body = entries.joined() if isinstance(entries, PackedEntries) else b",".join(entries)
+        self.requests.append((type(entries), body, list(entries)))
+        return SubmitResult(retry=[1]) if len(self.requests) == 1 else None
+
+
+@pytest.mark.anyio
+async def test_a_writer_gets_its_packed_runs_back_as_slices_and_retries_as_lists() -> None:
+    writer = PackingWriter(options=SinkOptions(max_batch_size=2, initial_backoff_ms=1))
+    async with writer:
+        await writer.write_all(ENTRIES)
+    first_type, first_body, first = writer.requests[0]
+    assert first_type is PackedEntries and first == ENTRIES[:2]
+    assert first_body == b",".join(ENTRIES[:2])  # the body inside, one slice
+    assert (list, ENTRIES[1], [ENTRIES[1]]) in writer.requests  # the failed entry alone
+    later = [entry for _, _, entries in writer.requests[1:] for entry in entries]
+    assert sorted([first[0], *later]) == sorted(ENTRIES)  # each accepted once
+    assert all(body == b",".join(entries) for _, body, entries in writer.requests)
+    assert [kind for kind, _, _ in writer.requests].count(PackedEntries) >= 2
+    assert writer.statistics().delivered == 5
