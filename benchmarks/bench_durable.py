@@ -34,7 +34,6 @@ durable run at 0 ms (cProfile, CPU time, in this process) and prints where its t
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import tempfile
@@ -50,6 +49,7 @@ from sides import (
     comparison,
     exit_on_missed,
     load_average,
+    machine,
     print_comparisons,
     print_profile,
     profile_cpu,
@@ -247,8 +247,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "in_flight": IN_FLIGHT,
             "rounds": args.rounds,
             "latencies_ms": latencies,
-            "cpus": os.cpu_count(),
-            "load_average": [round(x, 2) for x in os.getloadavg()],
+            **machine(),
         },
         "results": {f"{latency:g}ms": by_side for latency, by_side in results.items()},
         "comparisons": rows,

@@ -46,7 +46,6 @@ function.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 from collections.abc import Callable, Iterator
@@ -62,6 +61,7 @@ from sides import (
     comparison,
     exit_on_missed,
     load_average,
+    machine,
     make_entries,
     mean_json_size,
     print_comparisons,
@@ -307,8 +307,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "rounds": args.rounds,
             "latencies_ms": latencies,
             "sides": list(sides),
-            "cpus": os.cpu_count(),
-            "load_average": [round(x, 2) for x in os.getloadavg()],
+            **machine(),
         },
         "results": {f"{latency:g}ms": by_side for latency, by_side in results.items()},
         "comparisons": rows,

@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import sys
 import tempfile
@@ -76,6 +75,7 @@ from sides import (
     comparison,
     exit_on_missed,
     load_average,
+    machine,
     make_entries,
     mean_json_size,
     print_comparisons,
@@ -434,8 +434,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "baseline_in_flight": IN_FLIGHT,
             "rounds": args.rounds,
             "latencies_ms": latencies,
-            "cpus": os.cpu_count(),
-            "load_average": [round(x, 2) for x in os.getloadavg()],
+            **machine(),
         },
         "results": {f"{latency:g}ms": by_side for latency, by_side in results.items()},
         "comparisons": rows,

@@ -19,7 +19,6 @@ depend on it).
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import subprocess
 import sys
@@ -30,7 +29,7 @@ from typing import Any
 
 import anyio
 import orjson
-from sides import load_average, write_summary
+from sides import load_average, machine, write_summary
 
 from asyncsink import AsyncSinkWriter, SinkOptions
 from asyncsink.sinks.http import JsonEntryEncoder
@@ -167,8 +166,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "config": {
             "sizes": [small, large],
             "latency_ms": args.latency_ms,
-            "cpus": os.cpu_count(),
-            "load_average": [round(x, 2) for x in os.getloadavg()],
+            **machine(),
         },
         "results": runs,
         "comparisons": [

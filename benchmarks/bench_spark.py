@@ -71,6 +71,7 @@ from sides import (
     comparison,
     exit_on_missed,
     load_average,
+    machine,
     rotating_rounds,
     spread,
     write_summary,
@@ -454,8 +455,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "batch": BATCH,
             "rounds": args.rounds,
             "latency_ms": args.latency_ms,
-            "cpus": os.cpu_count(),
-            "load_average": [round(x, 2) for x in os.getloadavg()],
+            **machine(),
         },
         "results": {
             side: {

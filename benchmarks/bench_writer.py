@@ -26,7 +26,6 @@ round's ratio as a check on noise.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 from contextlib import ExitStack
 from pathlib import Path
@@ -37,6 +36,7 @@ from sides import (
     SideProcess,
     comparison,
     load_average,
+    machine,
     print_comparisons,
     rotating_rounds,
     spread,
@@ -224,8 +224,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "in_flight": IN_FLIGHT,
             "latency_ms": args.latency_ms,
             "rounds": args.rounds,
-            "cpus": os.cpu_count(),
-            "load_average": [round(x, 2) for x in os.getloadavg()],
+            **machine(),
         },
         "results": results,
         "comparisons": rows,

@@ -246,6 +246,11 @@ def load_average() -> str:
     return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} CPUs"
 
 
+def machine() -> dict[str, Any]:
+    """The CPU count and load average, for a benchmark's JSON summary."""
+    return {"cpus": os.cpu_count(), "load_average": [round(x, 2) for x in os.getloadavg()]}
+
+
 def process_cpu(pid: int | None) -> float:
     """CPU seconds used so far by process ``pid`` (Linux ``/proc``; 0 elsewhere)."""
     try:
