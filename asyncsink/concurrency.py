@@ -26,8 +26,10 @@ queueing), and its concurrency the mean number in flight at each answer:
   machine, which fewer requests would not cure); and while this process itself was on
   the CPU for half the round or more (its own work then slows the answers, and at
   20 ms and below a Python client is often the bottleneck, not the destination), only
-  when the last growth did not bring at least half its share of answers a second
-  more (in flight / latency, against the lower limit before), and then back to it;
+  when two rounds in a row say so (the first after a growth also carries the burst of
+  work that sent the new requests) and the last growth did not bring at least half its
+  share of answers a second more (in flight / latency, against the lower limit
+  before), and then back to it;
 - *back off* when the destination throttles or a request times out: halve the limit,
   once per round trip (a request sent before the limit last shrank does not shrink it
   again), and make that the threshold; growing back, add one a round from 80% of the
@@ -48,7 +50,8 @@ slower for good, or a queue stood since the start, or the machine is busier), so
 shrinking the limit did not bring latency down, a round runs at half the limit and its
 latency becomes the floor. While halving lowers latency by a tenth or more (the round
 before still queued), the probe goes on at half again, at most ``PROBE_DEPTH`` times;
-then the limit returns to what it was.
+then the round before the probe is judged against the floor it found, so that a probe
+costs slow start no round of its own.
 
 ``adaptive=False`` pins the limit at ``maximum``.
 """
@@ -111,6 +114,7 @@ class ConcurrencyLimiter:
         "_grew",
         "_probe",
         "_queued_last",
+        "_deferred",
         "_round_start",
         "_rounds_to_probe",
         "_samples",
@@ -149,6 +153,9 @@ class ConcurrencyLimiter:
         # while probing: the limit to return to, the last round's mean latency and how
         # many times the limit was halved
         self._probe: tuple[float, float, int] | None = None
+        # the round before the probe: (mean latency, latency less noise, mean in flight,
+        # whether the limit was used in full, answers a second)
+        self._deferred: tuple[float, float, float, bool, float] | None = None
         self._grew = True  # the last decision raised the limit (the first round counts)
         self._queued_last = False  # the last round queued beyond ``beta``
         self._round_start = -math.inf
@@ -221,13 +228,16 @@ class ConcurrencyLimiter:
         if self._last_rate is not None and self._last_rate[0] != self.limit:
             self._previous_rate = self._last_rate
         self._last_rate = (self.limit, rate)
+        judged = (mean, latency, in_flight, used_in_full, rate)
         self._rounds_to_probe -= 1
         if self._rounds_to_probe <= 0 and self.limit > 1:
+            # This round is judged once the probe has learned the floor.
             self._rounds_to_probe = self.PROBE_EVERY
             self._probe = (self._value, mean, 1)
+            self._deferred = judged
             self._set(self._value / 2, now)
             return
-        self._set(self._next_value(mean, latency, in_flight, used_in_full, rate), now)
+        self._set(self._next_value(*judged), now)
 
     def _end_probe_round(self, mean: float, now: float) -> None:
         assert self._probe is not None
@@ -241,7 +251,9 @@ class ConcurrencyLimiter:
             self._set(self._value / 2, now)
             return
         self._probe = None
-        self._set(saved, now)
+        self._value = saved
+        assert self._deferred is not None
+        self._set(self._next_value(*self._deferred), now)
 
     def _next_value(
         self, mean: float, latency: float, in_flight: float, used_in_full: bool, rate: float
@@ -260,7 +272,10 @@ class ConcurrencyLimiter:
             or before[0] >= value
             or rate >= before[1] * (1 + self.GAIN * (value / before[0] - 1))
         )
-        if queued > beta and (grew or queued_last) and (not paid or not self._busy):
+        # Busy, the round right after a growth also carries the burst of work that sent
+        # the new requests: only a second round in a row says the destination queues.
+        confirmed = queued_last or (grew and not self._busy)
+        if queued > beta and confirmed and (not paid or not self._busy):
             self.threshold = value
             self._shrunk_at = mean
             served = in_flight - queued  # what the destination took without queueing

@@ -254,16 +254,17 @@ def test_learns_its_floor_from_rounds_at_half_the_limit_until_latency_stops_fall
     answer_round(limiter, started=0.08, latency=0.02)
     assert limiter.limit == 4  # latency fell with the limit: there was a queue; lower
     answer_round(limiter, started=0.1, latency=0.0195)
-    assert (limiter.limit, limiter.floor) == (16, pytest.approx(0.0195))  # found: back
+    assert limiter.floor == pytest.approx(0.0195)  # found; and against it, the round at
+    assert limiter.limit == 12  # sixteen queued: a quarter less
 
 
 def test_answers_to_requests_sent_before_the_limit_changed_are_not_judged() -> None:
     limiter = adaptive(128)
-    for round_ in range(4):  # warming up, judged, the probe round, judged again
+    for round_ in range(3):  # warming up, judged, the probe round
         answer_round(limiter, started=round_ * 0.02, latency=0.02)
-    assert limiter.limit == 32  # a round at the floor: slow start
+    assert limiter.limit == 32  # the round before the probe was at the floor: slow start
     for _ in range(100):  # late answers of the old round, however slow, do not count
-        limiter.on_response(started=0.06, now=0.5, in_flight=32)
+        limiter.on_response(started=0.04, now=0.5, in_flight=32)
     assert limiter.limit == 32
 
 
@@ -275,6 +276,23 @@ def test_latency_that_does_not_fall_when_the_limit_shrinks_is_relearned_as_the_f
     assert run.limiter.floor == pytest.approx(30 * MS)
     assert min(run.limits_after(1.0)) >= 128 // 4  # a shrink, then a probe at half
     assert run.first_time_at(128, after=1.05) < 1.5
+
+
+def test_a_busy_client_waits_for_a_second_round_before_shrinking_after_growth() -> None:
+    clock = [0.0]
+    limiter = adaptive(128, cpu_clock=lambda: clock[0])
+
+    def busy_round(started: float, latency: float) -> None:
+        clock[0] += 0.9 * latency  # this process on the CPU for 90% of the round
+        answer_round(limiter, started=started, latency=latency)
+
+    for round_ in range(3):  # warming up, judged, the probe round: all at the floor
+        busy_round(round_ * 0.02, 0.02)
+    assert limiter.limit == 32
+    busy_round(0.06, 0.04)  # the burst of sending sixteen more: latency doubles, once
+    assert limiter.limit == 32
+    busy_round(0.1, 0.04)  # again, and no more answers than at 16: a real queue
+    assert limiter.limit < 32
 
 
 def answer_round(limiter: ConcurrencyLimiter, *, started: float, latency: float) -> None:
