@@ -64,6 +64,10 @@ from collections.abc import Callable
 
 __all__ = ["ConcurrencyLimiter"]
 
+# A judged round: mean latency, latency less noise, mean in flight, whether the limit was
+# used in full, answers a second.
+_Round = tuple[float, float, float, bool, float]
+
 
 class ConcurrencyLimiter:
     """The number of requests a writer may have in flight, adapted to their latency.
@@ -114,7 +118,6 @@ class ConcurrencyLimiter:
         "_grew",
         "_probe",
         "_queued_last",
-        "_deferred",
         "_round_start",
         "_rounds_to_probe",
         "_samples",
@@ -150,12 +153,9 @@ class ConcurrencyLimiter:
         self._rounds_to_probe = self.FIRST_PROBE
         self._warming = True
         self._busy = False
-        # while probing: the limit to return to, the last round's mean latency and how
-        # many times the limit was halved
-        self._probe: tuple[float, float, int] | None = None
-        # the round before the probe: (mean latency, latency less noise, mean in flight,
-        # whether the limit was used in full, answers a second)
-        self._deferred: tuple[float, float, float, bool, float] | None = None
+        # while probing: the limit to return to, the last round's mean latency, how many
+        # times the limit was halved, and the round before the probe, to judge at its end
+        self._probe: tuple[float, float, int, _Round] | None = None
         self._grew = True  # the last decision raised the limit (the first round counts)
         self._queued_last = False  # the last round queued beyond ``beta``
         self._round_start = -math.inf
@@ -233,27 +233,25 @@ class ConcurrencyLimiter:
         if self._rounds_to_probe <= 0 and self.limit > 1:
             # This round is judged once the probe has learned the floor.
             self._rounds_to_probe = self.PROBE_EVERY
-            self._probe = (self._value, mean, 1)
-            self._deferred = judged
+            self._probe = (self._value, mean, 1, judged)
             self._set(self._value / 2, now)
             return
         self._set(self._next_value(*judged), now)
 
     def _end_probe_round(self, mean: float, now: float) -> None:
         assert self._probe is not None
-        saved, previous, depth = self._probe
+        saved, previous, depth, judged = self._probe
         self.floor = mean
         lower = mean < previous * self.PROBE_LOWER and not self._busy_round(now)
         if lower and depth < self.PROBE_DEPTH and self.limit > 1:
             # Halving lowered latency, not by sparing this process work: the round
             # before queued; so may this one.
-            self._probe = (saved, mean, depth + 1)
+            self._probe = (saved, mean, depth + 1, judged)
             self._set(self._value / 2, now)
             return
         self._probe = None
         self._value = saved
-        assert self._deferred is not None
-        self._set(self._next_value(*self._deferred), now)
+        self._set(self._next_value(*judged), now)
 
     def _next_value(
         self, mean: float, latency: float, in_flight: float, used_in_full: bool, rate: float
