@@ -41,10 +41,12 @@ settles near C + 2), and at high concurrency, where the noise of a busy machine 
 than one request's share of the latency, up to 15-30% of them (latency up to 1.4 times
 the floor).
 
-The first round is not judged: it pays for opening connections. The floor is the lowest
-mean latency of a round, and only requests carrying at least half a full batch are
-judged at all: a small request (a retry, the end of the input) is faster than the
-batches it would be compared with. A floor goes stale (the destination got
+The first round is not judged: it pays for opening connections. It ends at its first
+answer: a request sent from then on finds a connection open, and the round judged next
+starts a round trip sooner than if it waited for the rest of the opening burst. The
+floor is the lowest mean latency of a round, and only requests carrying at least half a
+full batch are judged at all: a small request (a retry, the end of the input) is faster
+than the batches it would be compared with. A floor goes stale (the destination got
 slower for good, or a queue stood since the start, or the machine is busier), so it is
 *probed*: after the first round judged and every ``PROBE_EVERY`` rounds, and at once when
 shrinking the limit did not bring latency down, a round runs at half the limit and its
@@ -186,7 +188,7 @@ class ConcurrencyLimiter:
         self._in_flight_sum += in_flight
         if in_flight > self._peak:
             self._peak = in_flight
-        if self._samples >= min(self._value, self._peak):
+        if self._warming or self._samples >= min(self._value, self._peak):
             self._end_round(now)
 
     def on_congestion(self, started: float, now: float) -> None:
@@ -205,7 +207,7 @@ class ConcurrencyLimiter:
     def _end_round(self, now: float) -> None:
         count = self._samples
         mean = self._latency_sum / count
-        if self._warming:  # the first round pays for opening connections: not judged
+        if self._warming:  # the first answer ends the round that opened connections
             self._warming = False
             self._set(self._value, now)
             return

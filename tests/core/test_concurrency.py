@@ -258,6 +258,17 @@ def test_learns_its_floor_from_rounds_at_half_the_limit_until_latency_stops_fall
     assert limiter.limit == 12  # sixteen queued: a quarter less
 
 
+def test_the_first_answer_ends_the_round_that_opens_connections() -> None:
+    limiter = adaptive(128)
+    limiter.on_response(started=0.0, now=0.03, in_flight=16)
+    for _ in range(15):  # the rest of the opening burst, however slow: not judged
+        limiter.on_response(started=0.0, now=0.2, in_flight=16)
+    assert (limiter.limit, limiter.floor) == (16, None)
+    answer_round(limiter, started=0.03, latency=0.02)  # sent after the first answer
+    assert limiter.floor == pytest.approx(0.02)
+    assert limiter.limit == 8  # judged, and the floor probe begins
+
+
 def test_answers_to_requests_sent_before_the_limit_changed_are_not_judged() -> None:
     limiter = adaptive(128)
     for round_ in range(3):  # warming up, judged, the probe round
