@@ -29,7 +29,7 @@ from botocore import exceptions as boto
 
 from asyncsink.errors import DestinationError, FatalError, RetryableError, ThrottledError
 
-__all__ = ["FATAL_CODES", "RETRYABLE_CODES", "THROTTLING_CODES", "translate_error"]
+__all__ = ["FATAL_CODES", "RETRYABLE_CODES", "THROTTLING_CODES", "MaskedError", "translate_error"]
 
 THROTTLING_CODES = frozenset(
     {
@@ -83,6 +83,11 @@ FATAL_CODES: Mapping[str, str] = {
     "413": "the request is larger than the endpoint accepts; lower maxBatchSizeInBytes",
 }
 """Codes that retrying cannot fix, with what to check. Any other 4xx is fatal too."""
+
+
+class MaskedError(Exception):
+    """Stands in for the cause of a writer's error whose text held a credential: its type's
+    name and its text, with the credentials masked."""
 
 
 def translate_error(exc: BaseException, stream: str) -> DestinationError | None:

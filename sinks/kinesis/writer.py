@@ -25,7 +25,7 @@ from asyncsink.writer import AsyncSinkWriter
 from ..http.redact import mask_in_logs, unmask_in_logs
 from .answers import read_put_records
 from .clients import ClientSettings, get_client
-from .errors import translate_error
+from .errors import MaskedError, translate_error
 from .options import DEFAULT_REQUEST_BYTES, KINESIS_SINK_DEFAULTS, KinesisOptions
 from .options import sink_options_for_kinesis as _sink_options
 from .reconcile import ReconcileSettings, StreamReconciler, acknowledged_detail
@@ -158,7 +158,7 @@ class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
             error = self._translate(exc)
             if error is None:
                 raise
-            raise error from exc
+            raise error from self._shown_cause(exc)
         return self._client
 
     # ------------------------------------------------------------------ the contract
@@ -204,7 +204,7 @@ class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
             error = self._translate(exc)
             if error is None:
                 raise
-            raise error from exc
+            raise error from self._shown_cause(exc)
         answer = read_put_records(response, len(entries), self.kinesis.stream)
         if answer.unexpected:
             log.warning(
@@ -237,6 +237,22 @@ class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
         if message != str(error):
             error = type(error)(message, retry_after=error.retry_after, status=error.status)
         return error
+
+    def _shown_cause(self, exc: BaseException) -> BaseException:
+        """What the writer's error is raised from: ``exc``, unless a credential shows in
+        it or in what it was raised from (an endpoint that echoes the signed request's
+        headers in its error message). Then a stand-in naming ``exc``'s type, with the
+        credentials masked and ``exc``'s traceback, so that no traceback shows them."""
+        texts: list[str] = []
+        current: BaseException | None = exc
+        while current is not None and len(texts) < 20:
+            texts += (str(current), repr(current))
+            current = current.__cause__ or current.__context__
+        if not any(secret in text for text in texts for secret in self._secrets):
+            return exc
+        shown = MaskedError(f"{type(exc).__name__}: {self._scrub(str(exc))}")
+        shown.__suppress_context__ = True
+        return shown.with_traceback(exc.__traceback__)
 
     def _scrub(self, text: str) -> str:
         for secret in self._secrets:
