@@ -122,7 +122,7 @@ def _parser() -> argparse.ArgumentParser:
         "does not take the scope, so a running attempt is not disturbed.",
     )
     show.add_argument("store", metavar="STORE_URL", nargs="?", help=_STORE_HELP)
-    show.add_argument("sink", metavar="SINK", help="the sink id (query or job name)")
+    show.add_argument("sink", metavar="SINK_ID", help="the sink id (query or job name)")
     show.add_argument("batch", metavar="BATCH", type=_count, help="the batch id")
     show.add_argument("partition", metavar="PARTITION", type=_count, help="the partition id")
     show.add_argument(
@@ -137,7 +137,7 @@ def _parser() -> argparse.ArgumentParser:
         "would be sent again, so keep the batches Spark may still replay.",
     )
     purge.add_argument("store", metavar="STORE_URL", nargs="?", help=_STORE_HELP)
-    purge.add_argument("sink", metavar="SINK", help="the sink id whose scopes to delete")
+    purge.add_argument("sink", metavar="SINK_ID", help="the sink id whose scopes to delete")
     which = purge.add_mutually_exclusive_group(required=True)
     which.add_argument(
         "--before-batch", metavar="N", type=_count, help="the scopes of batches below N"
@@ -238,7 +238,15 @@ async def _show(store: RecordStore, args: argparse.Namespace) -> int:
         return _error(str(exc), 2)
     state = await store.load(scope)
     if state is None:
-        return _error(f"no scope {scope} in {args.store}", 1)
+        runs = sorted(
+            info.scope.run or "-"
+            for info in await store.scopes(args.sink)
+            if (info.scope.batch_id, info.scope.partition_id) == (args.batch, args.partition)
+        )
+        held = (
+            f"; batch {args.batch}, partition {args.partition} is held with --run " if runs else ""
+        )
+        return _error(f"no scope {scope} in {args.store}{held}{' or '.join(runs)}", 1)
     status = "COMPLETED" if state.completed else "not completed"
     print(f"scope {scope}: epoch {state.epoch}, {status}, {len(state.records)} records")
     if not state.records:

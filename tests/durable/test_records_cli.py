@@ -159,7 +159,13 @@ def test_scopes_of_runs_are_listed_shown_and_purged_by_run(
     assert out.startswith("scope orders/q-2/3/0: epoch 1, COMPLETED, 1 records")
     assert f"summary: 5 entries, digest {'ab' * 16}, completed by batch 3 commit" in out
     assert main(["show", url, "orders", "3", "0"]) == 1
-    assert "no scope orders/3/0" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no scope orders/3/0" in err
+    assert err.strip().endswith("batch 3, partition 0 is held with --run q-2")  # the hint
+    assert main(["show", url, "orders", "1", "0", "--run", "q-9"]) == 1
+    assert capsys.readouterr().err.strip().endswith("held with --run - or q-1")
+    assert main(["show", url, "orders", "7", "0"]) == 1
+    assert "held" not in capsys.readouterr().err  # nothing of that batch: no hint
 
     assert main(["purge", url, "orders", "--all", "--run", "q-1", "--dry-run"]) == 0
     out = capsys.readouterr().out
