@@ -34,7 +34,12 @@ __all__ = [
 ]
 
 _MISSING: Any = dataclasses.MISSING
-_SIZE_UNITS = {"": 1, "b": 1, "kb": 1024, "k": 1024, "mb": 1024**2, "m": 1024**2, "gb": 1024**3}
+_SIZE_UNITS = {
+    **{unit: 1 for unit in ("", "b", "bytes")},
+    **{unit: 1024 for unit in ("k", "kb", "kib")},
+    **{unit: 1024**2 for unit in ("m", "mb", "mib")},
+    **{unit: 1024**3 for unit in ("gb", "gib")},
+}
 _TIME_UNITS = {"ms": 1, "": 1, "s": 1000, "sec": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}
 _NUMBER_WITH_UNIT = re.compile(r"^\s*([+-]?\d+(?:\.\d+)?)\s*([a-z]*)\s*$")
 _KIND_RULES = {
@@ -365,19 +370,20 @@ class SinkOptions(Options):
 
     def __post_init__(self) -> None:
         Options.__post_init__(self)
-        if self.max_record_size_in_bytes > self.max_batch_size_in_bytes:
-            raise OptionError(
-                "maxRecordSizeInBytes",
-                self.max_record_size_in_bytes,
-                f"at most maxBatchSizeInBytes ({self.max_batch_size_in_bytes})",
-            )
-        if self.initial_backoff_ms > self.max_backoff_ms:
-            raise OptionError(
-                "initialBackoffMs",
-                self.initial_backoff_ms,
-                f"at most maxBackoffMs ({self.max_backoff_ms})",
-            )
+        self._at_most("max_record_size_in_bytes", "max_batch_size_in_bytes")
+        self._at_most("initial_backoff_ms", "max_backoff_ms")
         if not (self.dead_letter is None or isinstance(self.dead_letter, str)) and not callable(
             self.dead_letter
         ):
             raise OptionError("deadLetter", self.dead_letter, "a file path or a callable")
+
+    def _at_most(self, name: str, bound: str) -> None:
+        """Option ``name`` may not exceed option ``bound``; the error says so, and when
+        ``name`` was left at its default, that the ``bound`` given is below it."""
+        value, limit = getattr(self, name), getattr(self, bound)
+        if value <= limit:
+            return
+        rule = f"at most {spark_name(bound)} ({limit})"
+        if value == next(f.default for f in dataclasses.fields(self) if f.name == name):
+            rule += f"; {value} is its default, above the {spark_name(bound)} given: lower it too"
+        raise OptionError(spark_name(name), value, rule)

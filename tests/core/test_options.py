@@ -32,6 +32,16 @@ def test_spark_strings_parse_case_insensitively_with_units() -> None:
     assert opts.dead_letter == "/tmp/dlq.jsonl"
 
 
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [("5 MiB", 5 * 1024**2), ("5mib", 5 * 1024**2), ("64 KiB", 65536), ("1 GiB", 1024**3),
+     ("3000 bytes", 3000), ("2 MB", 2 * 1024**2)],
+)  # fmt: skip
+def test_sizes_take_the_spellings_the_option_tables_print(text: str, size: int) -> None:
+    opts = SinkOptions.from_options({"maxBatchSizeInBytes": text, "maxRecordSizeInBytes": "1kb"})
+    assert opts.max_batch_size_in_bytes == size
+
+
 def test_defaults_match_the_documented_table() -> None:
     opts = SinkOptions()
     assert (opts.max_batch_size, opts.max_batch_size_in_bytes, opts.max_record_size_in_bytes) == (
@@ -57,6 +67,9 @@ def test_defaults_match_the_documented_table() -> None:
         ({"requestTimeoutMs": "soon"}, "requestTimeoutMs", "a duration"),
         ({"maxRecordSizeInBytes": "10mb"}, "maxRecordSizeInBytes", "at most maxBatchSizeInBytes"),
         ({"initialBackoffMs": "20s"}, "initialBackoffMs", "at most maxBackoffMs"),
+        # A bound given below another option's default: the error says whose default.
+        ({"maxBatchSizeInBytes": "64kb"}, "maxRecordSizeInBytes", "is its default, above"),
+        ({"maxBackoffMs": "50"}, "initialBackoffMs", "is its default, above the maxBackoffMs"),
     ],
 )
 def test_invalid_values_name_the_option_the_value_and_what_is_allowed(
