@@ -128,7 +128,10 @@ def foreach_partition(
 
     Raises:
         OptionError: an option is unknown or invalid (before any task starts).
-        ReplayMismatchError: ``batch_id`` names a completed run whose input differs.
+        Exception: a task failed for good: Spark raises its own exception (a
+            ``pyspark.errors.PythonException``), whose text ends with the task's error,
+            such as ``ReplayMismatchError`` when ``batch_id`` names a completed run whose
+            input differs, or ``DeliveryError``.
     """
     merged = dict(options or {})
     if batch_id is not None:
