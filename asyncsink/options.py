@@ -67,6 +67,7 @@ class OptionSpec:
     kind: str  # "int", "size", "duration", "float", "bool", "str", "choice", "object"
     choices: tuple[str, ...] = ()
     minimum: float | None = None
+    maximum: float | None = None
     secret: bool = False
 
 
@@ -76,6 +77,7 @@ def option(
     doc: str,
     kind: str | None = None,
     minimum: float | None = None,
+    maximum: float | None = None,
     secret: bool = False,
     default_factory: Callable[[], Any] | None = None,
 ) -> Any:
@@ -84,7 +86,7 @@ def option(
     ``kind`` defaults from the annotation; ``"size"`` accepts ``"5mb"``, ``"duration"``
     accepts ``"2s"`` (the value is kept in milliseconds).
     """
-    metadata = {"doc": doc, "kind": kind, "minimum": minimum, "secret": secret}
+    metadata = {"doc": doc, "kind": kind, "minimum": minimum, "maximum": maximum, "secret": secret}
     if default_factory is not None:
         return field(default_factory=default_factory, metadata=metadata, repr=not secret)
     return field(default=default, metadata=metadata, repr=not secret)
@@ -160,6 +162,7 @@ def option_specs(cls: type) -> tuple[OptionSpec, ...]:
                 kind=kind,
                 choices=choices,
                 minimum=meta["minimum"],
+                maximum=meta["maximum"],
                 secret=meta["secret"],
             )
         )
@@ -206,7 +209,13 @@ def rule_of(spec: OptionSpec) -> str:
     if spec.kind == "choice":
         return "one of " + ", ".join(spec.choices)
     noun, unit, example = _KIND_RULES.get(spec.kind, ("a value", "", ""))
-    bound = f" >= {spec.minimum:g}{unit}" if spec.minimum is not None else ""
+    low, high = spec.minimum, spec.maximum
+    if low is not None and high is not None:
+        bound = f" from {low:g} to {high:g}{unit}"
+    elif low is not None:
+        bound = f" >= {low:g}{unit}"
+    else:
+        bound = f" <= {high:g}{unit}" if high is not None else ""
     return noun + bound + example
 
 
@@ -281,6 +290,8 @@ def _validate(spec: OptionSpec, value: Any) -> None:
     if wrong_type or (spec.kind == "choice" and value not in spec.choices):
         raise OptionError(spec.spark_name, shown, rule_of(spec))
     if spec.minimum is not None and value is not None and not value >= spec.minimum:
+        raise OptionError(spec.spark_name, shown, rule_of(spec))
+    if spec.maximum is not None and value is not None and not value <= spec.maximum:
         raise OptionError(spec.spark_name, shown, rule_of(spec))
 
 

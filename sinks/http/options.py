@@ -108,7 +108,7 @@ class HttpOptions(ClientOptions):
         doc="Compress request bodies with gzip (Content-Encoding: gzip). Batch size limits "
         "apply to the uncompressed entries.",
     )
-    gzip_level: int = option(6, minimum=0, doc="gzip compression level, 0 (none) to 9.")
+    gzip_level: int = option(6, minimum=0, maximum=9, doc="gzip compression level, 0 (none) to 9.")
     tls_verify: bool = option(
         True, doc="Verify the server's TLS certificate. Turn off only for tests."
     )
@@ -168,8 +168,6 @@ class HttpOptions(ClientOptions):
         check_http_url("url", self.url)
         self._check_auth()
         self._check_formats()
-        if self.gzip_level > 9:
-            raise OptionError("gzipLevel", self.gzip_level, "an integer from 0 to 9")
         self._check_tls()
         if self.idempotency_header and not _TOKEN.match(self.idempotency_header):
             raise OptionError("idempotencyHeader", self.idempotency_header, "a header name")

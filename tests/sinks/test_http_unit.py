@@ -753,8 +753,9 @@ def test_create_writer_rejects_unknown_and_missing_options() -> None:
         create_writer({"url": URL, "bearer": SECRET})
     with pytest.raises(OptionError, match="'url'"):
         create_writer({"maxBatchSize": "10"})
-    with pytest.raises(OptionError, match="'gzipLevel'"):
-        create_writer({"url": URL, "gzipLevel": "10"})
+    for level in ("10", "-1", "six"):  # every way out of range says the whole range
+        with pytest.raises(OptionError, match="'gzipLevel'.*an integer from 0 to 9"):
+            create_writer({"url": URL, "gzipLevel": level})
 
 
 @pytest.mark.parametrize(
