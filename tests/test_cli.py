@@ -85,6 +85,8 @@ def test_demo_refuses_an_unknown_sink_and_bad_values_before_starting_anything(
     assert "not a fraction within [0, 1]" in capsys.readouterr().err
     assert main(["demo", "--rows", "0"]) == 2
     assert "not at least 1" in capsys.readouterr().err
+    assert main(["demo", "--throttle-rate", "0.6", "--error-rate", "0.5"]) == 2
+    assert "--throttle-rate and --error-rate add up to more than 1" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

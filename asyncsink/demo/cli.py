@@ -93,6 +93,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run_from_args(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     """Run the demo as ``add_arguments`` parsed it; return the exit code."""
     out = out if out is not None else sys.stdout
+    if args.throttle_rate + args.error_rate > 1.0:
+        print(
+            "asyncsink demo: error: --throttle-rate and --error-rate add up to more than 1",
+            file=sys.stderr,
+        )
+        return 2
     try:
         settings = DemoSettings(
             sink=args.sink,
