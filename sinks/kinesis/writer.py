@@ -18,6 +18,7 @@ from typing import Any, Self
 
 from asyncsink.durable.call_log import CallLog
 from asyncsink.errors import DestinationError
+from asyncsink.masking import mask_url
 from asyncsink.options import SinkOptions, parse_options, raise_unknown
 from asyncsink.request import CallInfo, SubmitResult, current_call
 from asyncsink.writer import AsyncSinkWriter
@@ -258,6 +259,12 @@ class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
         for secret in self._secrets:
             text = text.replace(secret, "***")
         return text
+
+    def describe_destination(self) -> str:
+        """The stream, and the endpoint it is reached at (masked) or its region."""
+        kinesis = self.kinesis
+        where = mask_url(kinesis.endpoint_url) if kinesis.endpoint_url else kinesis.effective_region
+        return f"Kinesis stream {kinesis.stream!r} at {where}"
 
     def __repr__(self) -> str:
         base = super().__repr__()

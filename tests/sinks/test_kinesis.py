@@ -9,6 +9,7 @@ import datetime
 import decimal
 import logging
 import random
+import socket
 import subprocess
 import sys
 import time
@@ -26,6 +27,7 @@ from botocore.exceptions import ClientError, ConnectionClosedError, EndpointConn
 
 import asyncsink.sinks.kinesis as kinesis_package
 from asyncsink import (
+    AsyncSinkError,
     BadRecordError,
     DeadLetter,
     DeliveryError,
@@ -882,6 +884,27 @@ async def test_dropped_connections_are_retried_by_the_writer_alone_then_fail_the
     stats = writer.statistics()
     assert (stats.requests, stats.requests_failed, stats.failed) == (3, 3, 1)
     assert connections == 3, "botocore does not retry behind the writer's back"
+
+
+async def test_a_refused_connection_names_the_stream_and_its_endpoint(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    endpoint = f"http://127.0.0.1:{port}"
+    writer = KinesisWriter(
+        KinesisOptions(stream_name="orders", partition_key="k", region=REGION,
+                       endpoint_url=endpoint, aws_access_key_id=KEY_ID,
+                       aws_secret_access_key=SECRET),
+    )  # fmt: skip
+    assert writer.describe_destination() == f"Kinesis stream 'orders' at {endpoint}"
+    with caplog.at_level(logging.WARNING), pytest.raises(AsyncSinkError) as caught:
+        await deliver(writer, [{"a": 1}])
+    assert f"Kinesis stream 'orders' at {endpoint} refused the connection" in str(caught.value)
+    assert f"Kinesis stream 'orders' at {endpoint}" in caplog.text
+    no_endpoint = KinesisWriter(KinesisOptions(stream_name="orders", region=REGION))
+    assert no_endpoint.describe_destination() == f"Kinesis stream 'orders' at {REGION}"
 
 
 def test_the_package_exports_what_it_names() -> None:
