@@ -34,6 +34,7 @@ from asyncsink.writer import AsyncSinkWriter
 from .clients import ClientSettings, get_client, open_client
 from .exchange import Answer, Exchange
 from .redact import Redactor, mask_in_logs, unmask_in_logs
+from .transport import environment_proxy
 
 __all__ = [
     "ClientOptions",
@@ -123,8 +124,13 @@ class HttpClientWriter(AsyncSinkWriter[InputT, EntryT]):
         """The URL the writer's requests go to (the first one, if several)."""
 
     def describe_destination(self) -> str:
-        """The URL the writer's requests go to, masked (``mask_url``)."""
-        return mask_url(self._first_url())
+        """The URL the writer's requests go to, masked (``mask_url``), and the proxy the
+        environment sends them through, if any: it may be what refused them."""
+        first = self._first_url()
+        url = httpx.URL(first)
+        proxy = environment_proxy(url.scheme, url.host)
+        shown = mask_url(first)
+        return f"{shown} (through the proxy {mask_url(proxy)})" if proxy else shown
 
     def _require_client(self) -> httpx.AsyncClient:
         """The open client.

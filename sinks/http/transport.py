@@ -29,9 +29,20 @@ import aiohttp
 import httpx
 import yarl
 
-__all__ = ["AiohttpTransport", "httpx_error"]
+__all__ = ["AiohttpTransport", "environment_proxy", "httpx_error"]
 
 _CHUNK = 64 * 1024
+
+
+def environment_proxy(scheme: str, host: str, env: dict[str, str] | None = None) -> str | None:
+    """The proxy the environment (``env``, else ``os.environ``) names for requests to
+    ``host`` over ``scheme``: ``HTTP(S)_PROXY`` or ``ALL_PROXY``, unless ``NO_PROXY``
+    lists the host."""
+    env = getproxies_environment() if env is None else env
+    proxy = env.get(scheme) or env.get("all")
+    if not proxy or proxy_bypass_environment(host, env):
+        return None
+    return proxy if "://" in proxy else f"http://{proxy}"
 
 
 class AiohttpTransport(httpx.AsyncBaseTransport):
@@ -104,13 +115,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         """The environment's proxy for requests to an origin, if any (looked up once)."""
         origin = (scheme, host, port)
         if origin not in self._proxies:
-            env = self._env_proxies
-            proxy = env.get(scheme) or env.get("all")
-            if proxy and proxy_bypass_environment(host, env):
-                proxy = None
-            if proxy and "://" not in proxy:
-                proxy = f"http://{proxy}"
-            self._proxies[origin] = proxy or None
+            self._proxies[origin] = environment_proxy(scheme, host, self._env_proxies)
         return self._proxies[origin]
 
     async def aclose(self) -> None:

@@ -279,6 +279,26 @@ async def test_requests_go_through_the_proxy_the_environment_names(
     assert lines == ["POST http://127.0.0.1:9/ingest HTTP/1.1 [1]"]  # absolute form
 
 
+async def test_a_refusing_proxy_is_named_in_the_error_masked(
+    clean_proxy_env: pytest.MonkeyPatch,
+) -> None:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    clean_proxy_env.setenv("HTTP_PROXY", f"http://user:Zq7secret@127.0.0.1:{port}")
+    writer = create_writer({"url": "http://127.0.0.1:9/ingest", "maxRetries": "0"})
+    with pytest.raises(FatalError) as caught:
+        async with writer:
+            await writer.write({"id": 1})
+    text = str(caught.value)
+    assert f"(through the proxy http://***@127.0.0.1:{port}) refused the connection" in text
+    assert "Zq7secret" not in text
+    clean_proxy_env.setenv("NO_PROXY", "127.0.0.1")  # bypassed: the URL alone
+    assert writer.describe_destination() == "http://127.0.0.1:9/ingest"
+
+
 async def test_no_proxy_hosts_are_reached_directly(clean_proxy_env: pytest.MonkeyPatch) -> None:
     async def refuse(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         raise AssertionError("the proxy was used")
