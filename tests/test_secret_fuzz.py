@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import socket
 import threading
 import traceback
 import uuid
@@ -107,13 +106,6 @@ def echo() -> Iterator[Any]:
     yield server
     server.shutdown()
     server.server_close()
-
-
-def closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
 
 
 def base(sink: str, echo: Any) -> dict[str, Any]:

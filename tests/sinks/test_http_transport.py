@@ -22,6 +22,7 @@ from asyncsink.sinks.http.classify import error_for_transport
 from asyncsink.sinks.http.exchange import Exchange
 from asyncsink.sinks.http.redact import Redactor
 from asyncsink.sinks.http.transport import AiohttpTransport
+from tests.core.test_connections import closed_port
 
 pytestmark = pytest.mark.anyio
 
@@ -282,11 +283,7 @@ async def test_requests_go_through_the_proxy_the_environment_names(
 async def test_a_refusing_proxy_is_named_in_the_error_masked(
     clean_proxy_env: pytest.MonkeyPatch,
 ) -> None:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = closed_port()
     clean_proxy_env.setenv("HTTP_PROXY", f"http://user:Zq7secret@127.0.0.1:{port}")
     writer = create_writer({"url": "http://127.0.0.1:9/ingest", "maxRetries": "0"})
     with pytest.raises(FatalError) as caught:

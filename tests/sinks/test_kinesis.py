@@ -9,7 +9,6 @@ import datetime
 import decimal
 import logging
 import random
-import socket
 import subprocess
 import sys
 import time
@@ -48,6 +47,7 @@ from asyncsink.sinks.kinesis import (
     translate_error,
 )
 from asyncsink.sinks.kinesis.clients import open_client_count
+from tests.core.test_connections import closed_port
 
 pytestmark = pytest.mark.anyio
 
@@ -889,10 +889,7 @@ async def test_dropped_connections_are_retried_by_the_writer_alone_then_fail_the
 async def test_a_refused_connection_names_the_stream_and_its_endpoint(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    endpoint = f"http://127.0.0.1:{port}"
+    endpoint = f"http://127.0.0.1:{closed_port()}"
     writer = KinesisWriter(
         KinesisOptions(stream_name="orders", partition_key="k", region=REGION,
                        endpoint_url=endpoint, aws_access_key_id=KEY_ID,
