@@ -113,11 +113,13 @@ class PackedEntries(Sequence[bytes]):
         lo, hi = self._lo, self._hi
         return list(map(sub, self._ends[lo:hi], self._starts[lo:hi]))
 
-    def joined(self) -> bytes:
-        """The entries joined by the separator: ``separator.join(self)``, in one copy."""
+    def joined(self, prefix: bytes = b"", suffix: bytes = b"") -> bytes:
+        """The entries joined by the separator, between ``prefix`` and ``suffix``:
+        ``prefix + separator.join(self) + suffix``, in one copy."""
         if self._lo == self._hi:
-            return b""
-        return self.buffer[self._starts[self._lo] : self._ends[self._hi - 1]]
+            return prefix + suffix
+        inside = memoryview(self.buffer)[self._starts[self._lo] : self._ends[self._hi - 1]]
+        return b"".join((prefix, inside, suffix))
 
     def joined_size(self) -> int:
         return self._ends[self._hi - 1] - self._starts[self._lo] if self._hi > self._lo else 0

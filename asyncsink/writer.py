@@ -58,7 +58,7 @@ __all__ = ["AsyncSinkWriter", "WriterSnapshot"]
 
 log = logging.getLogger("asyncsink")
 
-_RUN = 2048  # elements ``write_all`` converts at once, at least
+_RUN = 2048  # elements ``write_all`` converts at once: whole batches, as many as fit
 
 InputT = TypeVar("InputT")
 EntryT = TypeVar("EntryT")
@@ -355,8 +355,8 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
 
     async def write_all(self, elements: Iterable[InputT] | AsyncIterable[InputT]) -> None:
         """``write`` each element in turn, the same as a loop of ``write`` calls but
-        several times faster: elements are converted in runs (``convert_all``) of up to
-        ``maxBatchSize`` or 2048 elements, whichever is more, while the buffer has
+        several times faster: elements are converted in runs (``convert_all``) of whole
+        batches, as many as fit in 2048 elements (at least one), while the buffer has
         room. A ``Sequence`` is cut into runs by slicing it, so a sequence type of its
         own (an Arrow record batch's rows...) reaches ``convert_all`` as slices of itself.
 
@@ -371,16 +371,19 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         sliced = elements if isinstance(elements, Sequence) else None
         iterator = iter(elements) if sliced is None else None
         buffer = self._buffer
-        run = max(self.options.max_batch_size, _RUN)
+        batch = self.options.max_batch_size
+        run = batch * max(1, _RUN // batch)
         done = 0
         while True:
             if self._state is not _State.OPEN or self._fatal is not None:
                 self._check_usable()
             room = self._max_buffered - buffer.count
-            if room <= 0:
-                await self._make_room()
+            if room <= 0 or room < batch <= buffer.count:
+                await self._make_room(batch)
                 continue
-            count = min(room, run)
+            # Runs of whole batches where there is room for them: a batch cut across two
+            # runs would be two pieces joined, entry by entry.
+            count = min(room if room < batch else room - room % batch, run)
             if sliced is not None:
                 chunk: Sequence[InputT] = sliced[done : done + count]
                 done += count
@@ -392,8 +395,14 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             if self._accept_many(chunk):
                 await self._after_accept()
 
-    async def _make_room(self) -> None:
-        while self._buffer.count >= self._max_buffered:
+    async def _make_room(self, batch: int = 1) -> None:
+        """Wait for room in the buffer: for ``batch`` entries while a whole batch waits
+        in it, else for one."""
+        while True:
+            count = self._buffer.count
+            room = self._max_buffered - count
+            if room > 0 and not room < batch <= count:
+                return
             self._pump()
             await self._wait_for_progress()
 

@@ -272,10 +272,12 @@ def _objects_of(data: bytes, count: int) -> PackedEntries | None:
 def frame_json(entries: Sequence[bytes]) -> bytes:
     """A JSON array of the entries: ``[e1,e2,...]``."""
     if type(entries) is PackedEntries and entries.separator == b",":
-        return b"[" + entries.joined() + b"]"
+        return entries.joined(b"[", b"]")
     return b"[" + b",".join(entries) + b"]"
 
 
 def frame_ndjson(entries: Sequence[bytes]) -> bytes:
     """Newline-delimited JSON: every entry on its own line, each line ending in ``\\n``."""
+    if type(entries) is PackedEntries and entries.separator == b"\n":
+        return entries.joined(suffix=b"\n")
     return b"\n".join(entries) + b"\n"

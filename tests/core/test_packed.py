@@ -54,6 +54,8 @@ def test_slices_are_views_that_slice_again() -> None:
         assert list(view[c:d]) == ENTRIES[a:b][c:d]
     assert entries[::2] == ENTRIES[::2] and type(entries[::-1]) is list
     assert entries[3:1].joined() == b"" and len(entries[3:1]) == 0
+    assert entries[1:3].joined(b"[", b"]") == b"[" + b",".join(ENTRIES[1:3]) + b"]"
+    assert entries[3:1].joined(b"[", b"]") == b"[]"
 
 
 def test_repr_shows_no_content() -> None:
@@ -115,3 +117,25 @@ async def test_a_writer_gets_its_packed_runs_back_as_slices_and_retries_as_lists
     assert all(body == b",".join(entries) for _, body, entries in writer.requests)
     assert [kind for kind, _, _ in writer.requests].count(PackedEntries) >= 2
     assert writer.statistics().delivered == 5
+
+
+class SlicePackingWriter(PackingWriter):
+    async def submit_request_entries(self, entries: Sequence[bytes]) -> SubmitResult | None:
+        self.requests.append((type(entries), b"", list(entries)))
+        return None
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("batch", [3, 7, 500, 3000])
+async def test_write_all_cuts_runs_at_whole_batches(batch: int) -> None:
+    """Runs of ``write_all`` hold whole batches, so that no request is two pieces of
+    two runs joined entry by entry: each is one slice of a run's buffer."""
+    entries = [b'{"n":%d}' % i for i in range(10 * batch + 3)]
+    for buffered in (4 * batch + batch // 2, 10_000):
+        options = SinkOptions(max_batch_size=batch, max_buffered_requests=buffered)
+        writer = SlicePackingWriter(options=options)
+        async with writer:
+            await writer.write_all(entries)
+        assert [entry for _, _, sent in writer.requests for entry in sent] == entries
+        assert {kind for kind, _, _ in writer.requests} == {PackedEntries}
+        assert [len(sent) for _, _, sent in writer.requests] == [batch] * 10 + [3]
