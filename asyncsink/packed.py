@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from operator import eq, sub
-from typing import overload
+from typing import Any, overload
+
+import numpy as np
 
 __all__ = ["PackedEntries"]
 
@@ -24,6 +26,8 @@ class PackedEntries(Sequence[bytes]):
 
     Entry ``i`` is ``buffer[starts[i]:ends[i]]``; ``ends[i]`` is followed by one byte of
     the buffer, which is ``separator`` where entry ``i + 1`` starts right after it.
+    ``starts`` and ``ends`` are lists of ``int`` or numpy integer arrays (the cheaper to
+    build from a scan of the buffer, and their sizes are then one numpy subtraction).
     Slicing (step 1) gives a view of the same buffer; an entry is built only when it is
     read. Compares equal to any sequence of the same ``bytes``.
 
@@ -37,8 +41,8 @@ class PackedEntries(Sequence[bytes]):
     def __init__(
         self,
         buffer: bytes,
-        starts: Sequence[int],
-        ends: Sequence[int],
+        starts: Sequence[int] | np.ndarray[Any, Any],
+        ends: Sequence[int] | np.ndarray[Any, Any],
         separator: bytes = b",",
         *,
         check: bool = False,
@@ -84,7 +88,7 @@ class PackedEntries(Sequence[bytes]):
         if isinstance(index, slice):
             span = range(self._lo, self._hi)[index]
             if span.step != 1:
-                return [self.buffer[self._starts[i] : self._ends[i]] for i in span]
+                return [self.buffer[int(self._starts[i]) : int(self._ends[i])] for i in span]
             return self._view(span.start, max(span.start, span.stop))
         count = self._hi - self._lo
         if index < 0:
@@ -92,11 +96,19 @@ class PackedEntries(Sequence[bytes]):
         if not 0 <= index < count:
             raise IndexError("PackedEntries index out of range")
         index += self._lo
-        return self.buffer[self._starts[index] : self._ends[index]]
+        return self.buffer[int(self._starts[index]) : int(self._ends[index])]
 
     def __iter__(self) -> Iterator[bytes]:
+        starts, ends = self._spans()
+        return map(self.buffer.__getitem__, map(slice, starts, ends))
+
+    def _spans(self) -> tuple[Sequence[int], Sequence[int]]:
+        """The starts and ends of this view's entries, as sequences of ``int``."""
         lo, hi = self._lo, self._hi
-        return map(self.buffer.__getitem__, map(slice, self._starts[lo:hi], self._ends[lo:hi]))
+        starts, ends = self._starts[lo:hi], self._ends[lo:hi]
+        if isinstance(starts, np.ndarray) and isinstance(ends, np.ndarray):
+            return starts.tolist(), ends.tolist()
+        return starts, ends  # type: ignore[return-value]
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Sequence) and not isinstance(other, str | bytes | bytearray):
@@ -111,15 +123,21 @@ class PackedEntries(Sequence[bytes]):
     def sizes(self) -> list[int]:
         """The length of each entry."""
         lo, hi = self._lo, self._hi
-        return list(map(sub, self._ends[lo:hi], self._starts[lo:hi]))
+        starts, ends = self._starts[lo:hi], self._ends[lo:hi]
+        if isinstance(starts, np.ndarray):
+            sizes: list[int] = (ends - starts).tolist()
+            return sizes
+        return list(map(sub, ends, starts))
 
     def joined(self, prefix: bytes = b"", suffix: bytes = b"") -> bytes:
         """The entries joined by the separator, between ``prefix`` and ``suffix``:
         ``prefix + separator.join(self) + suffix``, in one copy."""
         if self._lo == self._hi:
             return prefix + suffix
-        inside = memoryview(self.buffer)[self._starts[self._lo] : self._ends[self._hi - 1]]
-        return b"".join((prefix, inside, suffix))
+        start, end = int(self._starts[self._lo]), int(self._ends[self._hi - 1])
+        return b"".join((prefix, memoryview(self.buffer)[start:end], suffix))
 
     def joined_size(self) -> int:
-        return self._ends[self._hi - 1] - self._starts[self._lo] if self._hi > self._lo else 0
+        if self._hi == self._lo:
+            return 0
+        return int(self._ends[self._hi - 1]) - int(self._starts[self._lo])

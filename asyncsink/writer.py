@@ -502,10 +502,11 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         if type(entries) is not list and type(entries) is not PackedEntries:
             entries = list(entries)
         sizes = self.entry_sizes(entries)
-        if max(sizes, default=0) > self._max_record:
+        size = sum(sizes)
+        if size > self._max_record and max(sizes) > self._max_record:
             return None
         seq = self._next_seq
-        return Run(range(seq, seq + len(entries)), entries, sizes, sum(sizes))
+        return Run(range(seq, seq + len(entries)), entries, sizes, size)
 
     def _pump_if_batch_ready(self) -> bool:
         """Start requests when the fresh entries fill a batch; ``True`` if any started."""

@@ -143,7 +143,7 @@ def _packed(joined: pa.Array) -> PackedEntries:
     first = int(bounds[0])
     buffer = data.to_pybytes()[first : int(bounds[-1])]
     bounds = bounds - first
-    return PackedEntries(buffer, bounds[:-1].tolist(), (bounds[1:] - 1).tolist())
+    return PackedEntries(buffer, bounds[:-1], bounds[1:] - 1)
 
 
 def _column(column: pa.Array, decimal_as: str, default: Default) -> Column | None:

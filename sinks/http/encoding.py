@@ -166,7 +166,7 @@ class JsonEntryEncoder:
                 return self._encode_dicts(
                     [dict(zip(fields, row, strict=False)) for row in elements]
                 )
-            if set(map(type, elements)) == {dict}:
+            if list(map(type, elements)).count(dict) == len(elements):
                 return self._encode_dicts(list(elements))
         except TypeError:
             pass  # a key that is not text, or a value with no JSON form: one at a time
@@ -262,11 +262,10 @@ def _objects_of(data: bytes, count: int) -> PackedEntries | None:
     commas = commas[(codes[commas] == 44) & (codes[commas - 1] == 125)]
     if len(commas) != count - 1:
         return None
-    ends = commas.tolist()
-    ends.append(len(data) - 1)
-    starts = [1]
-    starts += (commas + 1).tolist()
-    return PackedEntries(data, starts, ends)
+    # The byte before each object ("[" or ","), then the closing "]".
+    bounds = np.empty(count + 1, np.int64)
+    bounds[0], bounds[1:count], bounds[count] = 0, commas, len(data) - 1
+    return PackedEntries(data, bounds[:-1] + 1, bounds[1:])
 
 
 def frame_json(entries: Sequence[bytes]) -> bytes:

@@ -6,13 +6,17 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pytest
 
 from asyncsink import AsyncSinkWriter, PackedEntries, SinkOptions, SubmitResult
 
 
-def packed(entries: list[bytes], separator: bytes = b",", close: bytes = b"]") -> PackedEntries:
-    """``entries`` laid out as ``[e1,e2,...]`` (or with another separator)."""
+def packed(
+    entries: list[bytes], separator: bytes = b",", close: bytes = b"]", *, arrays: bool = False
+) -> PackedEntries:
+    """``entries`` laid out as ``[e1,e2,...]`` (or with another separator); with
+    ``arrays``, the spans as numpy arrays."""
     buffer = bytearray(b"[")
     starts, ends = [], []
     for i, entry in enumerate(entries):
@@ -20,18 +24,22 @@ def packed(entries: list[bytes], separator: bytes = b",", close: bytes = b"]") -
         buffer += entry
         ends.append(len(buffer))
         buffer += separator if i + 1 < len(entries) else close
+    if arrays:
+        return PackedEntries(bytes(buffer), np.array(starts), np.array(ends), separator, check=True)
     return PackedEntries(bytes(buffer), starts, ends, separator, check=True)
 
 
 ENTRIES = [b'{"a":1}', b"{}", b'{"b":"x,y"}', b'{"c":[1,2]}', b'{"d":null}']
 
 
-def test_reads_like_the_list_it_packs() -> None:
-    entries = packed(ENTRIES)
+@pytest.mark.parametrize("arrays", [False, True])
+def test_reads_like_the_list_it_packs(arrays: bool) -> None:
+    entries = packed(ENTRIES, arrays=arrays)
     assert len(entries) == 5
     assert list(entries) == ENTRIES and entries == ENTRIES and ENTRIES == entries
     assert [entries[i] for i in range(-5, 5)] == ENTRIES + ENTRIES
     assert entries.sizes() == [len(e) for e in ENTRIES]
+    assert {type(n) for n in entries.sizes()} == {int} and type(entries[1]) is bytes
     assert entries.joined() == b",".join(ENTRIES)
     with pytest.raises(IndexError):
         entries[5]
@@ -41,8 +49,9 @@ def test_reads_like_the_list_it_packs() -> None:
     assert entries != b",".join(ENTRIES)
 
 
-def test_slices_are_views_that_slice_again() -> None:
-    entries = packed(ENTRIES)
+@pytest.mark.parametrize("arrays", [False, True])
+def test_slices_are_views_that_slice_again(arrays: bool) -> None:
+    entries = packed(ENTRIES, arrays=arrays)
     rng = random.Random(3)
     for _ in range(300):
         a, b = rng.randrange(-7, 8), rng.randrange(-7, 8)
