@@ -100,7 +100,8 @@ class PackedEntries(Sequence[bytes]):
 
     def __iter__(self) -> Iterator[bytes]:
         starts, ends = self._spans()
-        return map(self.buffer.__getitem__, map(slice, starts, ends))
+        buffer = self.buffer
+        return iter([buffer[start:end] for start, end in zip(starts, ends, strict=True)])
 
     def _spans(self) -> tuple[Sequence[int], Sequence[int]]:
         """The starts and ends of this view's entries, as sequences of ``int``."""

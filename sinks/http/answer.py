@@ -146,18 +146,16 @@ def _plain_statuses(items: list[Any]) -> list[int] | None:
     """The statuses of items that are all objects with an integer ``status`` from 100 to
     599, read in C-speed steps; ``None`` when any is not (the item-by-item reading then
     finds which, and why)."""
-    first = items[0] if items else None
-    if type(first) is dict and items.count(first) == len(items):
-        # The common answer, every item equal to the first: read once. (An item whose
-        # status is a float equal to the first's, 201.0 for 201, is the same number.)
-        status = first.get("status")
-        if type(status) is int and 100 <= status <= 599:
-            return [status] * len(items)
     try:
         statuses = list(map(_STATUS, items))
-        distinct = set(statuses)  # an answer holds a few different statuses at most
     except (KeyError, TypeError, IndexError):
         return None
+    first = statuses[0] if statuses else None
+    if type(first) is int and 100 <= first <= 599 and statuses.count(first) == len(statuses):
+        # The common answer: one status for all. (A float equal to it, 201.0 for 201, is
+        # the same number.)
+        return statuses
+    distinct = set(statuses)  # an answer holds a few different statuses at most
     for status in distinct:
         if type(status) is not int or not 100 <= status <= 599:
             return None

@@ -59,7 +59,6 @@ RETRYABLE_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 """Statuses whose request (or entry) may succeed if sent again."""
 THROTTLE_STATUSES = frozenset({429, 503})
 """Statuses by which the destination pushes back."""
-_OK_STATUSES = frozenset(range(200, 300))
 
 _HINTS = {
     401: "check the authentication options (bearerToken, basicUsername/basicPassword, apiKey)",
@@ -196,7 +195,8 @@ def parse_items(
     if items is None:
         return None
     statuses = items.statuses
-    if _OK_STATUSES.issuperset(statuses):
+    first = statuses[0] if statuses else 200
+    if 200 <= first <= 299 and statuses.count(first) == len(statuses):
         return None  # every entry taken: the common answer, decided at once
     retry: list[int] = []
     rejected: dict[int, str] = {}
