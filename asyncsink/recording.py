@@ -116,7 +116,8 @@ class NoRecords:
         call_id = self._next_call
         self._next_call += 1
         key = idempotency_key(self.scope_name, call_id)
-        return CallInfo(call_id, key, self.scope_name, tuple(seqs))
+        seqs = seqs if type(seqs) is range else tuple(seqs)
+        return CallInfo(call_id, key, self.scope_name, seqs)
 
     def record_result(
         self, call: CallInfo, acked: Collection[int], rejected: dict[int, str], detail: Any

@@ -48,17 +48,18 @@ class CallInfo:
 
     ``scope`` is the durable scope's name (``sink/[run/]batch/partition``) or, without
     durable records, a name unique to the writer instance. ``seqs[i]`` is the sequence
-    number of the request's ``i``-th entry, in write order within the scope.
-    For a call of the durable records, ``pending_since`` is when it was first recorded,
-    before it first left, and ``sent_again_at`` when it was last sent again, if it was
-    (``time.time()``, recorded before it left): a reconciler learns from them from when
-    and until when the call's entries could have landed.
+    number of the request's ``i``-th entry, in write order within the scope: a ``range``
+    when they are consecutive (no object per entry), else a tuple. For a call of the
+    durable records, ``pending_since`` is when it was first recorded, before it first
+    left, and ``sent_again_at`` when it was last sent again, if it was (``time.time()``,
+    recorded before it left): a reconciler learns from them from when and until when the
+    call's entries could have landed.
     """
 
     call_id: int
     idempotency_key: str
     scope: str
-    seqs: tuple[int, ...]
+    seqs: Sequence[int]
     pending_since: float | None = None
     sent_again_at: float | None = None
 

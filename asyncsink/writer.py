@@ -147,9 +147,9 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task[None]] = set()  # the tasks of ``_spawn``
         self._timer_scope: anyio.CancelScope | None = None
-        self._progress = anyio.Event()
+        self._progress = asyncio.Event()
         self._waiting = 0  # tasks waiting for ``_progress``
-        self._wake = anyio.Event()
+        self._wake = asyncio.Event()
         self._timer_blocked = False  # the timer waits for a request to end
         self._skip_all = False
         self._reconciling = 0  # earlier attempts' calls being looked up by content
@@ -563,7 +563,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
     def _signal(self) -> None:
         if self._waiting:
             self._progress.set()
-            self._progress = anyio.Event()
+            self._progress = asyncio.Event()
 
     def _wake_timer(self) -> None:
         self._wake.set()
@@ -648,7 +648,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         retry's backoff: woken when entries arrive in an empty buffer, a retry is queued,
         or a request ends while no request could start."""
         while True:
-            self._wake = anyio.Event()
+            self._wake = asyncio.Event()
             self._timer_blocked = self._capacity() == 0
             deadline = self._next_deadline()
             if deadline is None:

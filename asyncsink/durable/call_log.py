@@ -208,7 +208,8 @@ class CallLog:
         the same call number never carries other content under the same key."""
         content = record.fixed_fields()[1].encode()
         key = idempotency_key(self.scope_name, record.call_id, content)
-        scope, seqs = self.scope_name, tuple(record.seqs)
+        seqs = record.seqs if type(record.seqs) is range else tuple(record.seqs)
+        scope = self.scope_name
         return CallInfo(record.call_id, key, scope, seqs, record.started_at, record.sent_at)
 
     # ------------------------------------------------------------------ digest

@@ -58,7 +58,7 @@ async def test_every_request_is_numbered_and_settled_through_the_recorder() -> N
     calls = [seqs for kind, seqs in spy.events if kind == "call"]
     results = [acked for kind, acked in spy.events if kind == "result"]
     # how the retry of entry 0 and the second batch are cut depends on timing
-    assert calls[0] == (0, 1, 2, 3, 4) and results[0] == (1, 2, 3, 4)
+    assert calls[0] == range(5) and results[0] == (1, 2, 3, 4)  # a range: no tuple built
     assert sorted(seq for seqs in calls for seq in seqs) == [0, 0, *range(1, 10)]
     assert sorted(seq for acked in results for seq in acked) == list(range(10))
     assert len(results) == len(calls)
