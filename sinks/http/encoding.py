@@ -167,7 +167,7 @@ class JsonEntryEncoder:
                     [dict(zip(fields, row, strict=False)) for row in elements]
                 )
             if list(map(type, elements)).count(dict) == len(elements):
-                return self._encode_dicts(list(elements))
+                return self._encode_dicts(elements if type(elements) is list else list(elements))
         except TypeError:
             pass  # a key that is not text, or a value with no JSON form: one at a time
         return [self(element) for element in elements]

@@ -90,6 +90,7 @@ UNREADABLE = {
 
 # Complete JSON answers that do not match the request: sending again cannot help. Each
 # with what the message says after "the HTTP 200 answer of POST <url>".
+OK_19 = [{"status": 201}] * 19
 MISMATCHED = {
     "too few items": ({"errors": False, "items": [{"status": 201}] * 19},
                       " lists 19 items for a request of 20 entries"),
@@ -105,6 +106,10 @@ MISMATCHED = {
                             "'s item 19 has no status"),
     "status as text": ({"errors": False, "items": [{"status": "201"}] * 20},
                        "'s item 0 has a string for status, not a number"),
+    "last status as text": ({"errors": False, "items": OK_19 + [{"status": "201"}]},
+                            "'s item 19 has a string for status, not a number"),
+    "last status out of range": ({"errors": False, "items": OK_19 + [{"status": 99}]},
+                                 "'s item 19 has status 99, not an HTTP status"),
     "status as bool": ({"errors": False, "items": [{"status": True}] * 20},
                        "'s item 0 has a boolean for status, not a number"),
     "status as null": ({"errors": False, "items": [{"status": None}] * 20},
