@@ -377,12 +377,12 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         while True:
             if self._state is not _State.OPEN or self._fatal is not None:
                 self._check_usable()
-            room = self._max_buffered - buffer.count
-            if room <= 0 or room < batch <= buffer.count:
+            if self._needs_room(batch):
                 await self._make_room(batch)
                 continue
             # Runs of whole batches where there is room for them: a batch cut across two
             # runs would be two pieces joined, entry by entry.
+            room = self._max_buffered - buffer.count
             count = min(room if room < batch else room - room % batch, run)
             if sliced is not None:
                 chunk: Sequence[InputT] = sliced[done : done + count]
@@ -395,14 +395,15 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             if self._accept_many(chunk):
                 await self._after_accept()
 
+    def _needs_room(self, batch: int) -> bool:
+        """Whether to wait before buffering more: the buffer is full, or has room for
+        fewer than ``batch`` entries while a whole batch of fresh ones waits in it (a
+        request is about to take them; entries backing off for a retry do not count)."""
+        room = self._max_buffered - self._buffer.count
+        return room <= 0 or room < batch <= self._buffer.fresh_count
+
     async def _make_room(self, batch: int = 1) -> None:
-        """Wait for room in the buffer: for ``batch`` entries while a whole batch waits
-        in it, else for one."""
-        while True:
-            count = self._buffer.count
-            room = self._max_buffered - count
-            if room > 0 and not room < batch <= count:
-                return
+        while self._needs_room(batch):
             self._pump()
             await self._wait_for_progress()
 

@@ -4,13 +4,14 @@ loop of ``write`` calls, bad records and backpressure included."""
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Sequence
 from typing import Any
 
 import anyio
 import pytest
 
-from asyncsink import BadRecordError, DeadLetter, SinkOptions
+from asyncsink import BadRecordError, DeadLetter, SinkOptions, SubmitResult
 
 from .fakes import Destination, FakeWriter
 
@@ -145,3 +146,25 @@ async def test_a_sequence_reaches_convert_all_as_slices_of_itself() -> None:
     assert max(count for _, count in seen) > options.max_batch_size  # runs beyond a batch
     assert sorted(dest.accepted, key=lambda e: int(e)) == values
     assert writer.statistics().delivered == 5000
+
+
+async def test_entries_backing_off_for_a_retry_do_not_hold_up_fresh_ones() -> None:
+    """``write_all`` waits for room for a whole batch only while a whole batch of fresh
+    entries waits in the buffer: entries backing off for a retry are not about to leave,
+    and waiting for them would stall the input for their whole backoff."""
+
+    def handler(entries: list[Any], call: Any) -> SubmitResult | None:
+        if call.call_id == 0:  # its entries back off 3 s (a hint, not jittered)
+            return SubmitResult(retry=range(len(entries)), retry_after=3.0)
+        return None
+
+    dest = Destination(handler)
+    options = SinkOptions(max_batch_size=500, max_buffered_requests=900)
+    writer = FakeWriter(dest, options=options)
+    with anyio.fail_after(15):
+        async with writer:
+            started = time.monotonic()
+            await writer.write_all([f"{i}".encode() for i in range(5000)])
+            took = time.monotonic() - started
+            assert took < 1.5  # not the 3 s backoff of the first request's entries
+    assert sorted(dest.accepted) == sorted(f"{i}".encode() for i in range(5000))
