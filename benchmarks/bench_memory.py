@@ -3,11 +3,11 @@
 Each size runs in a fresh Python process (so that one run's peak cannot hide the other's)
 that writes rows (dicts of ~85 bytes of JSON, made one at a time by a generator, never
 held in a list), encoded by the HTTP sink's ``JsonEntryEncoder``, through an
-``AsyncSinkWriter`` with its default limits (500 entries a request, 16
-in flight, 10,000 buffered) to a slow in-process destination (each request takes 100 ms,
-so the writer outruns it and ``write`` waits: backpressure; the most entries seen
-buffered and in flight are printed to show it). The process reads its own
-peak resident set size (``ru_maxrss``) at the end. The writer's memory must not grow
+``AsyncSinkWriter`` with its default limits (500 entries a request, from 16 up to
+128 in flight as the latency allows, 10,000 buffered) to a slow in-process destination
+(each request takes 100 ms, so the writer outruns it and ``write`` waits: backpressure;
+the most entries seen buffered and in flight are printed to show it). The process reads
+its own peak resident set size (``ru_maxrss``) at the end. The writer's memory must not grow
 with the number of entries: the goal is 10M peak - 1M peak < 50 MB. The table is printed
 with the machine's load average (the sizes run one after the other; only their times
 depend on it).
