@@ -208,8 +208,7 @@ class CallLog:
         the same call number never carries other content under the same key."""
         content = record.fixed_fields()[1].encode()
         key = idempotency_key(self.scope_name, record.call_id, content)
-        seqs = record.seqs if type(record.seqs) is range else tuple(record.seqs)
-        scope = self.scope_name
+        scope, seqs = self.scope_name, record.seqs  # a range or a tuple already
         return CallInfo(record.call_id, key, scope, seqs, record.started_at, record.sent_at)
 
     # ------------------------------------------------------------------ digest
