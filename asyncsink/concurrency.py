@@ -12,8 +12,10 @@ destination unloaded, the *floor*, and estimates how many requests in flight onl
 
 Requests are judged a *round* at a time: the answers to as many requests as the limit
 allows (or as were in flight, if fewer), all sent since the limit last changed, so about
-one round trip. A round's latency is its mean less its standard error (noise is not
-queueing), and its concurrency the mean number in flight at each answer:
+one round trip. A round's latency is the median of its answers' (a queue at the
+destination delays every request; a stall that delays a few of them, a pause of the
+destination or of a machine shared with other work, is not a queue, and fewer requests
+would not cure it), and its concurrency the mean number in flight at each answer:
 
 - *grow* while fewer than ``alpha`` requests queue and the limit was used in full (an
   idle limit proves nothing): double it (slow start) up to the *threshold*, the last limit
@@ -35,16 +37,17 @@ queueing), and its concurrency the mean number in flight at each answer:
   again), and make that the threshold; growing back, add one a round from 80% of the
   limit it was throttled at, up to that limit.
 
-``alpha`` is 15% of the concurrency less one request, at least one, and ``beta`` twice
-``alpha``: one to three requests wait at a destination of a small capacity (C = 8 or 16
-settles near C + 2), and at high concurrency, where the noise of a busy machine is larger
-than one request's share of the latency, up to 15-30% of them (latency up to 1.4 times
-the floor).
+``alpha`` is 15% of the concurrency less one request, at least two (as in TCP Vegas), and
+``beta`` twice ``alpha``: three or four requests wait at a destination of a small
+capacity (C = 8 settles near 11, C = 16 near 20), since at a few requests in flight one
+request's share of the latency is within the noise of a round's median; and at high
+concurrency, where the noise of a busy machine is larger still, up to 15-30% of them
+(latency up to 1.4 times the floor).
 
 The first round is not judged: it pays for opening connections. It ends at its first
 answer: a request sent from then on finds a connection open, and the round judged next
 starts a round trip sooner than if it waited for the rest of the opening burst. The
-floor is the lowest mean latency of a round, and only requests carrying at least half a
+floor is the lowest latency of a round, and only requests carrying at least half a
 full batch are judged at all: a small request (a retry, the end of the input) is faster
 than the batches it would be compared with. A floor goes stale (the destination got
 slower for good, or a queue stood since the start, or the machine is busier), so it is
@@ -61,14 +64,15 @@ costs slow start no round of its own.
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable
 
 __all__ = ["ConcurrencyLimiter"]
 
-# A judged round: mean latency, latency less noise, mean in flight, whether the limit was
-# used in full, answers a second.
-_Round = tuple[float, float, float, bool, float]
+# A judged round: its median latency, mean in flight, whether the limit was used in full,
+# answers a second.
+_Round = tuple[float, float, bool, float]
 
 
 class ConcurrencyLimiter:
@@ -89,8 +93,8 @@ class ConcurrencyLimiter:
 
     INITIAL = 16
     SLOW_START_FACTOR = 2.0
-    ALPHA_SHARE = 0.15  # alpha: this share of the requests in flight less one, at least one
-    NOISE = 1.0  # standard errors of a round's mean latency read as noise, not queueing
+    ALPHA_SHARE = 0.15  # alpha: this share of the requests in flight less one,
+    ALPHA_LEAST = 2.0  # and at least this many requests
     SHRINK_LIMIT = 0.75  # one round's latency takes at most a quarter off the limit
     BACKOFF = 0.5  # a throttle or a timeout halves it
     UNHELPED = 0.95  # a shrink that lowers latency by less than this was not about queues
@@ -114,7 +118,7 @@ class ConcurrencyLimiter:
         "_last_decrease",
         "_last_rate",
         "_previous_rate",
-        "_latency_squares",
+        "_latencies",
         "_latency_sum",
         "_peak",
         "_grew",
@@ -122,7 +126,6 @@ class ConcurrencyLimiter:
         "_queued_last",
         "_round_start",
         "_rounds_to_probe",
-        "_samples",
         "_shrunk_at",
         "_busy",
         "_value",
@@ -151,19 +154,18 @@ class ConcurrencyLimiter:
         # it at another limit
         self._last_rate: tuple[int, float] | None = None
         self._previous_rate: tuple[int, float] | None = None
-        self._shrunk_at: float | None = None  # mean latency of the round that shrank it
+        self._shrunk_at: float | None = None  # latency of the round that shrank it
         self._rounds_to_probe = self.FIRST_PROBE
         self._warming = True
         self._busy = False
-        # while probing: the limit to return to, the last round's mean latency, how many
+        # while probing: the limit to return to, the last round's latency, how many
         # times the limit was halved, and the round before the probe, to judge at its end
         self._probe: tuple[float, float, int, _Round] | None = None
         self._grew = True  # the last decision raised the limit (the first round counts)
         self._queued_last = False  # the last round queued beyond ``beta``
         self._round_start = -math.inf
-        self._samples = 0
+        self._latencies: list[float] = []  # of the answers judged this round
         self._latency_sum = 0.0
-        self._latency_squares = 0.0
         self._in_flight_sum = 0
         self._peak = 0
 
@@ -182,13 +184,12 @@ class ConcurrencyLimiter:
         if not self.adaptive or not full or started < self._round_start:
             return
         latency = now - started
-        self._samples += 1
+        self._latencies.append(latency)
         self._latency_sum += latency
-        self._latency_squares += latency * latency
         self._in_flight_sum += in_flight
         if in_flight > self._peak:
             self._peak = in_flight
-        if self._warming or self._samples >= min(self._value, self._peak):
+        if self._warming or len(self._latencies) >= min(self._value, self._peak):
             self._end_round(now)
 
     def on_congestion(self, started: float, now: float) -> None:
@@ -205,50 +206,48 @@ class ConcurrencyLimiter:
     # ------------------------------------------------------------------ rounds
 
     def _end_round(self, now: float) -> None:
-        count = self._samples
-        mean = self._latency_sum / count
+        count = len(self._latencies)
         if self._warming:  # the first answer ends the round that opened connections
             self._warming = False
             self._set(self._value, now)
             return
         if self._probe is not None:
-            self._end_probe_round(mean, now)
+            self._end_probe_round(statistics.median_low(self._latencies), now)
             return
-        variance = max(0.0, self._latency_squares / count - mean * mean)
-        latency = max(mean - self.NOISE * math.sqrt(variance / count), 0.0)
+        latency = statistics.median_low(self._latencies)
         in_flight = self._in_flight_sum / count
         used_in_full = self._peak >= self.limit
         self._busy = self._busy_round(now)
-        if self.floor is None or mean < self.floor:
-            self.floor = mean
-        if self._shrunk_at is not None and mean >= self._shrunk_at * self.UNHELPED:
+        if self.floor is None or latency < self.floor:
+            self.floor = latency
+        if self._shrunk_at is not None and latency >= self._shrunk_at * self.UNHELPED:
             # Fewer requests, no less latency: it rose for another reason (a slower
             # destination, a busier machine), and the floor is out of date.
             self._rounds_to_probe = 0
         self._shrunk_at = None
-        rate = in_flight / mean  # answers a second, by Little's law
+        rate = in_flight * count / self._latency_sum  # answers a second, by Little's law
         if self._last_rate is not None and self._last_rate[0] != self.limit:
             self._previous_rate = self._last_rate
         self._last_rate = (self.limit, rate)
-        judged = (mean, latency, in_flight, used_in_full, rate)
+        judged = (latency, in_flight, used_in_full, rate)
         self._rounds_to_probe -= 1
         if self._rounds_to_probe <= 0 and self.limit > 1:
             # This round is judged once the probe has learned the floor.
             self._rounds_to_probe = self.PROBE_EVERY
-            self._probe = (self._value, mean, 1, judged)
+            self._probe = (self._value, latency, 1, judged)
             self._set(self._value / 2, now)
             return
         self._set(self._next_value(*judged), now)
 
-    def _end_probe_round(self, mean: float, now: float) -> None:
+    def _end_probe_round(self, latency: float, now: float) -> None:
         assert self._probe is not None
         saved, previous, depth, judged = self._probe
-        self.floor = mean
-        lower = mean < previous * self.PROBE_LOWER and not self._busy_round(now)
+        self.floor = latency
+        lower = latency < previous * self.PROBE_LOWER and not self._busy_round(now)
         if lower and depth < self.PROBE_DEPTH and self.limit > 1:
             # Halving lowered latency, not by sparing this process work: the round
             # before queued; so may this one.
-            self._probe = (saved, mean, depth + 1, judged)
+            self._probe = (saved, latency, depth + 1, judged)
             self._set(self._value / 2, now)
             return
         self._probe = None
@@ -256,12 +255,12 @@ class ConcurrencyLimiter:
         self._set(self._next_value(*judged), now)
 
     def _next_value(
-        self, mean: float, latency: float, in_flight: float, used_in_full: bool, rate: float
+        self, latency: float, in_flight: float, used_in_full: bool, rate: float
     ) -> float:
         assert self.floor is not None
         value = self._value
         queued = in_flight * max(0.0, 1 - self.floor / latency) if latency > 0 else 0.0
-        alpha = max(1.0, self.ALPHA_SHARE * in_flight - 1)
+        alpha = max(self.ALPHA_LEAST, self.ALPHA_SHARE * in_flight - 1)
         beta = 2 * alpha
         grew, self._grew = self._grew, False
         queued_last, self._queued_last = self._queued_last, queued > beta
@@ -277,7 +276,7 @@ class ConcurrencyLimiter:
         confirmed = queued_last or (grew and not self._busy)
         if queued > beta and confirmed and (not paid or not self._busy):
             self.threshold = value
-            self._shrunk_at = mean
+            self._shrunk_at = latency
             served = in_flight - queued  # what the destination took without queueing
             target = max(value * self.SHRINK_LIMIT, min(value, served + alpha))
             if self._busy and before is not None:  # back to the limit that answered more
@@ -307,8 +306,7 @@ class ConcurrencyLimiter:
         self._round_start = now
         if self._cpu_clock is not None:
             self._cpu_start = self._cpu_clock()
-        self._samples = 0
+        self._latencies = []
         self._latency_sum = 0.0
-        self._latency_squares = 0.0
         self._in_flight_sum = 0
         self._peak = 0
