@@ -16,7 +16,9 @@ row) from a local Spark session (``local[2]``) to the fault-injecting endpoint
   (``orjson.dumps(row.asDict())``), and every row read through ``mapInArrow`` and encoded
   (``orjson.dumps`` of each of ``batch.to_pylist()``): what reading and encoding alone
   cost, so the ratio to them is the share of a worker's time asyncsink leaves to Spark;
-- the Python data source, ``df.write.format("asyncsink-http")``.
+- the Python data source, ``df.write.format("asyncsink-http")``;
+- with ``--fixed N``, for information: asyncsink with ``adaptiveConcurrency=false`` and
+  ``N`` requests in flight per partition, which shows what adapting does in Spark.
 
 Every side runs in a process of its own (``sides.SideProcess``), spawned once and kept
 for all its runs; its process starts its own Spark session on its first run, keeps it for
@@ -40,7 +42,8 @@ sink; with durable records, >= 0.95x the rate without, as for the HTTP sink alon
 20 ms. Exits 1 when a target is missed, after printing everything.
 
     .venv/bin/python benchmarks/bench_spark.py [--rows N] [--rounds R] [--quick]
-        [--per-row-rows N] [--batched-rows N] [--latency-ms L] [--json PATH] [--profile]
+        [--per-row-rows N] [--batched-rows N] [--latency-ms L] [--fixed N] [--json PATH]
+        [--profile]
 
 ``--profile`` then profiles, by CPU time, what a Python worker does for one partition of
 100,000 rows, in this process: the path the Arrow-readable rows take (record batches as
@@ -233,6 +236,9 @@ def run_side(side: str, url: str, rows_in: range) -> int:
     df = rows(_session(), count)
     if side == "asyncsink":
         return foreach_partition(df, "http", {"url": url}).delivered
+    if side.startswith("fixed"):
+        options = {"url": url, "adaptiveConcurrency": "false", "maxInFlightRequests": side[5:]}
+        return foreach_partition(df, "http", options).delivered
     if side == "durable":
         _Side.batches += 1
         options = {"url": url, "recordStore": _store()}
@@ -266,7 +272,9 @@ def timed(server: FaultServer, side: SideProcess, count: int) -> float:
     return count / run.seconds
 
 
-def measure(server: FaultServer, counts: dict[str, int], rounds: int) -> dict[str, list[int]]:
+def measure(
+    server: FaultServer, sides: list[str], counts: dict[str, int], rounds: int
+) -> dict[str, list[int]]:
     """Each side's rows/s in every round, after a warm-up run of each: a whole run, which
     starts the side's Spark session (one at a time) and warms its JVM and Python workers,
     as the runs of all sides warmed the one session they once shared."""
@@ -275,10 +283,10 @@ def measure(server: FaultServer, counts: dict[str, int], rounds: int) -> dict[st
             side: stack.enter_context(
                 SideProcess(side, run_side, side, server.ingest_url, inputs=range)
             )
-            for side in SIDES
+            for side in sides
         }
         runs = rotating_rounds(
-            SIDES,
+            sides,
             rounds,
             run=lambda side: timed(server, workers[side], counts[side]),
             warm=lambda side: timed(server, workers[side], counts[side]),
@@ -308,7 +316,24 @@ def comparisons(runs: dict[str, list[int]], latency_ms: float) -> list[dict[str,
             DURABLE_TARGET,
         )
     )
+    rows_out.extend(
+        comparison(
+            f"Spark {latency_ms:g} ms: {LABELS['asyncsink']} (adaptive) vs {label(side)}",
+            "rows/s",
+            runs["asyncsink"],
+            runs[side],
+            None,
+        )
+        for side in runs
+        if side.startswith("fixed")
+    )
     return rows_out
+
+
+def label(side: str) -> str:
+    if side.startswith("fixed"):
+        return f"asyncsink, fixed {side[5:]} in flight"
+    return LABELS[side]
 
 
 def print_comparisons(rows_out: list[dict[str, Any]]) -> None:
@@ -320,11 +345,11 @@ def print_comparisons(rows_out: list[dict[str, Any]]) -> None:
     )
     for row in rows_out:
         paired = f"{row['paired_ratio']:.2f}x ({row['paired_min']:.2f}-{row['paired_max']:.2f})"
-        verdict = "yes" if row["met"] else "NO"
-        print(
-            f"{row['name']:<{width}}{row['ratio']:>9.2f}x{paired:>32}"
-            f"{'>=' + format(row['target'], 'g') + 'x':>9}  {verdict}"
-        )
+        if row["target"] is None:
+            target, verdict = "-", "(for information)"
+        else:
+            target, verdict = f">={row['target']:g}x", "yes" if row["met"] else "NO"
+        print(f"{row['name']:<{width}}{row['ratio']:>9.2f}x{paired:>32}{target:>9}  {verdict}")
 
 
 # ---------------------------------------------------------------------- profiling
@@ -416,11 +441,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--latency-ms", type=float, default=20.0, help="server latency")
     parser.add_argument("--quick", action="store_true", help="100k / 500 / 50k rows, 2 rounds")
     parser.add_argument("--json", type=Path, help="write the results to this file")
+    parser.add_argument("--fixed", type=int, help="add asyncsink at this many in flight")
     parser.add_argument("--profile", action="store_true", help="profile one partition")
     args = parser.parse_args(argv)
     if args.quick:
         args.rows, args.per_row_rows, args.batched_rows, args.rounds = 100_000, 500, 50_000, 2
-    counts = {side: args.rows for side in SIDES}
+    sides = [*SIDES[:1], *([f"fixed{args.fixed}"] if args.fixed else []), *SIDES[1:]]
+    counts = {side: args.rows for side in sides}
     counts.update(per_row=args.per_row_rows, batched=args.batched_rows)
     print(
         f"Spark local[{PARTITIONS}] and {PARTITIONS} partitions per side, rows of ~85 B JSON, "
@@ -431,11 +458,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     started = time.monotonic()
     with FaultServer(Faults(latency_ms=args.latency_ms)) as server:
-        runs = measure(server, counts, args.rounds)
+        runs = measure(server, sides, counts, args.rounds)
         print(f"\n{time.monotonic() - started:.0f} s in all ({load_average()})")
         print(f"{'side':<52}{'rows per run':>14}{'rows/s: median (min-max)':>34}")
-        for side in SIDES:
-            print(f"{LABELS[side]:<52}{counts[side]:>14,}{spread(runs[side]):>34}")
+        for side in sides:
+            print(f"{label(side):<52}{counts[side]:>14,}{spread(runs[side]):>34}")
         print(
             "(a request per row cannot write a million rows in reasonable time: each "
             "baseline writes a slice of the same rows, and the sides are compared by rows/s)"
@@ -463,7 +490,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 "rows_per_s": statistics.median(runs[side]),
                 "runs": runs[side],
             }
-            for side in SIDES
+            for side in sides
         },
         "comparisons": rows_out,
     }
