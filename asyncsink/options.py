@@ -334,8 +334,8 @@ class SinkOptions(Options):
         True,
         doc="Adapt the requests in flight to their latency (as TCP Vegas does): grow "
         "while it stays near the lowest seen, shrink when the median of a round of "
-        "requests rises (requests queue at the destination), halve when the destination throttles or a request times out. "
-        "`false` keeps `maxInFlightRequests` in flight.",
+        "requests rises (requests queue at the destination), halve when the destination "
+        "throttles or a request times out. `false` keeps `maxInFlightRequests` in flight.",
     )
     request_timeout_ms: int = option(
         60_000,

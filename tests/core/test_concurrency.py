@@ -306,6 +306,27 @@ def test_a_busy_client_waits_for_a_second_round_before_shrinking_after_growth() 
     assert limiter.limit < 32
 
 
+@pytest.mark.parametrize("busy", [True, False])
+def test_a_busy_client_goes_on_growing_when_its_last_growth_paid_in_answers(busy: bool) -> None:
+    clock = [0.0]
+    limiter = adaptive(128, cpu_clock=lambda: clock[0])
+
+    def round_at(started: float, latency: float) -> None:
+        clock[0] += (0.9 if busy else 0.1) * latency
+        answer_round(limiter, started=started, latency=latency)
+
+    for round_ in range(3):  # warming up, judged, the probe round: all at the floor
+        round_at(round_ * 0.02, 0.02)
+    assert limiter.limit == 32
+    # Latency 1.3 times the floor, seven of 32 requests "queued"; yet 1.54 times the
+    # answers a second of 16 in flight: busy, that is the burst of sending, not a queue.
+    round_at(0.06, 0.026)
+    assert limiter.limit == (64 if busy else 32)
+    if busy:
+        round_at(0.09, 0.04)  # twice the latency, 1.3 times the answers: it stops there
+        assert limiter.limit == 64
+
+
 def answer_round(
     limiter: ConcurrencyLimiter, *, started: float, latency: float, stalled: float = 0.0
 ) -> None:
