@@ -287,7 +287,7 @@ class ConcurrencyLimiter:
             return target
         # Busy, latency right after a growth is this process's burst more than the
         # destination's: answers a second say whether the growth paid, and it goes on.
-        grew_and_paid = grew and self._busy and before is not None and paid
+        grew_and_paid = grew and before is not None and paid
         if (queued >= alpha and not grew_and_paid) or not used_in_full:
             return value
         self._grew = True

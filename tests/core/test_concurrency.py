@@ -307,7 +307,7 @@ def test_a_busy_client_waits_for_a_second_round_before_shrinking_after_growth() 
 
 
 @pytest.mark.parametrize("busy", [True, False])
-def test_a_busy_client_goes_on_growing_when_its_last_growth_paid_in_answers(busy: bool) -> None:
+def test_the_round_after_a_growth_that_paid_in_answers_grows_on(busy: bool) -> None:
     clock = [0.0]
     limiter = adaptive(128, cpu_clock=lambda: clock[0])
 
@@ -319,12 +319,28 @@ def test_a_busy_client_goes_on_growing_when_its_last_growth_paid_in_answers(busy
         round_at(round_ * 0.02, 0.02)
     assert limiter.limit == 32
     # Latency 1.3 times the floor, seven of 32 requests "queued"; yet 1.54 times the
-    # answers a second of 16 in flight: busy, that is the burst of sending, not a queue.
+    # answers a second of 16 in flight: the burst of sending sixteen more, not a queue.
     round_at(0.06, 0.026)
-    assert limiter.limit == (64 if busy else 32)
-    if busy:
-        round_at(0.09, 0.04)  # twice the latency, 1.3 times the answers: it stops there
-        assert limiter.limit == 64
+    assert limiter.limit == 64
+    # Twice the latency and 1.3 times the answers: this growth did not pay. Busy, the
+    # writer waits for a second round to say so; otherwise it shrinks at once.
+    round_at(0.09, 0.04)
+    assert limiter.limit == 64 if busy else limiter.limit < 64
+
+
+def test_a_growth_that_did_not_pay_in_answers_is_not_followed_by_another() -> None:
+    clock = [0.0]
+    limiter = adaptive(128, cpu_clock=lambda: clock[0])
+
+    def busy_round(started: float, latency: float) -> None:
+        clock[0] += 0.9 * latency  # busy: one slow round alone does not shrink it
+        answer_round(limiter, started=started, latency=latency)
+
+    for round_ in range(3):
+        busy_round(round_ * 0.02, 0.02)
+    assert limiter.limit == 32
+    busy_round(0.06, 0.0275)  # 1.45 times the answers of 16 in flight: short of 1.5
+    assert limiter.limit == 32
 
 
 def answer_round(

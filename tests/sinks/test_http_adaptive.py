@@ -11,11 +11,11 @@ together, the line moves in waves, and a request that waits at all waits a whole
 
 The p99 is the endpoint's, once settled (after the first quarter of the requests; the
 limit starts at 16, above this endpoint's capacity): the time requests waited in line for
-a slot, which is what the number in flight decides, is under one service time at the
-99th percentile. The client sees that plus its own delays; on a machine shared with other
-work a process can lose the CPU for tens of milliseconds at a time whatever it does, so
-the client's latencies are compared with those of a fixed 64 in flight measured
-alongside, not with a bound.
+a slot, which is what the number in flight decides, is under the unloaded latency at the
+99th percentile, so that requests are answered within about twice it. The client sees
+that plus its own delays; on a machine shared with other work a process can lose the CPU
+for tens of milliseconds at a time whatever it does, so the client's latencies are
+compared with those of a fixed 64 in flight measured alongside, not with a bound.
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ async def test_the_default_limit_settles_near_a_queueing_endpoints_capacity(
     stats = adaptive.statistics()
     assert stats.timeouts == 0 and stats.requests_failed == 0
     waits = settled(endpoint.queue_waits_ms)
-    assert p99(waits) < SERVICE_MS  # at the endpoint: p99 latency < twice the unloaded
+    assert p99(waits) < floor * 1000  # at the endpoint: p99 latency ~ twice the unloaded
     assert (
         CAPACITY - 2
         <= statistics.median(settled(adaptive.in_flight_at_start))
