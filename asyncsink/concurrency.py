@@ -20,10 +20,10 @@ would not cure it), and its concurrency the mean number in flight at each answer
 - *grow* while fewer than ``alpha`` requests queue and the limit was used in full (an
   idle limit proves nothing): double it (slow start) up to the *threshold*, the last limit
   that queued beyond ``beta`` (none at first), then by what is left to ``alpha`` queued
-  requests, at least one. While this process was on the CPU for half the round or more,
-  the round right after a growth also grows, however many it finds queued, when the
-  growth brought at least half its share of answers a second more (in flight /
-  latency): its latency then tells this process's burst of sending more than a queue;
+  requests, at least one. The round right after a growth also grows, however many it
+  finds queued, when the growth brought at least half its share of answers a second
+  more (in flight / latency): its latency carries the burst of sending the new requests
+  (this process's work and the destination's), and a queue adds no answers;
 - *hold* between ``alpha`` and ``beta`` queued requests;
 - *shrink* beyond ``beta``, to the concurrency the destination served without queueing
   plus ``alpha``, by a quarter a round at most: at once if the limit just grew, else
@@ -285,8 +285,9 @@ class ConcurrencyLimiter:
             if self._busy and before is not None:  # back to the limit that answered more
                 target = max(target, float(before[0]))
             return target
-        # Busy, latency right after a growth is this process's burst more than the
-        # destination's: answers a second say whether the growth paid, and it goes on.
+        # Right after a growth, latency carries the burst of sending the new requests
+        # (this process's work, and the destination's): answers a second say whether
+        # the growth paid, and then it goes on.
         grew_and_paid = grew and before is not None and paid
         if (queued >= alpha and not grew_and_paid) or not used_in_full:
             return value
