@@ -15,8 +15,8 @@ server latencies asked for (100, 20 and 0 ms by default):
 - asyncsink durable: the same with durable call records (a ``CallLog`` on a SQLite file,
   a fresh scope per run, completed at its end as the Spark driver does), against
   asyncsink without records: what remembering every request costs;
-- with ``--fixed-16``, for information: asyncsink with ``adaptiveConcurrency=false`` and
-  16 in flight, which shows what adapting adds.
+- with ``--fixed N``, for information: asyncsink with ``adaptiveConcurrency=false`` and
+  N in flight, which shows what adapting adds.
 
 The baselines encode each batch with orjson, as the sink encodes its entries, so the
 comparison measures the delivery machinery rather than the JSON library.
@@ -47,7 +47,7 @@ Exits 1 when a target is missed, after printing everything. ``--quick`` (60,000 
 raising its limit, so its ratios there are not figures to quote.
 
     .venv/bin/python benchmarks/bench_http.py [--entries N] [--rounds R] [--quick]
-        [--latencies 100,20,0] [--fixed-16] [--profile] [--json PATH]
+        [--latencies 100,20,0] [--fixed N] [--profile] [--json PATH]
 
 ``--profile`` then profiles one aiohttp-loop and one asyncsink run per latency (cProfile,
 CPU time, in this process) and prints where asyncsink's client time goes.
@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import statistics
 import sys
 import tempfile
@@ -116,7 +117,6 @@ BASELINES = ("aiohttp", "httpx", "requests")
 LABELS = {
     "asyncsink": "asyncsink HTTP sink (defaults: adaptive)",
     "durable": "asyncsink, durable records (SQLite)",
-    "fixed16": f"asyncsink, fixed {IN_FLIGHT} in flight",
     "aiohttp": f"hand-written aiohttp loop ({IN_FLIGHT} in flight)",
     "httpx": f"hand-written httpx+anyio loop ({IN_FLIGHT} in flight)",
     "requests": "requests loop (1 in flight)",
@@ -166,8 +166,8 @@ def run_durable(url: str, entries: list[dict[str, Any]]) -> int:
     return anyio.run(_asyncsink, url, entries, log)
 
 
-def run_fixed16(url: str, entries: list[dict[str, Any]]) -> int:
-    options = {"adaptiveConcurrency": "false", "maxInFlightRequests": str(IN_FLIGHT)}
+def run_fixed(url: str, entries: list[dict[str, Any]], in_flight: int) -> int:
+    options = {"adaptiveConcurrency": "false", "maxInFlightRequests": str(in_flight)}
     return anyio.run(lambda: _asyncsink(url, entries, **options))
 
 
@@ -239,11 +239,23 @@ def run_requests(url: str, entries: list[dict[str, Any]]) -> int:
 RUNNERS: dict[str, Callable[[str, list[dict[str, Any]]], int]] = {
     "asyncsink": run_asyncsink,
     "durable": run_durable,
-    "fixed16": run_fixed16,
     "aiohttp": run_aiohttp,
     "httpx": run_httpx,
     "requests": run_requests,
 }
+
+
+def runner(side: str) -> Callable[[str, list[dict[str, Any]]], int]:
+    """The function that runs ``side``: one of ``RUNNERS``, or ``fixedN``."""
+    if side.startswith("fixed"):
+        return functools.partial(run_fixed, in_flight=int(side[5:]))
+    return RUNNERS[side]
+
+
+def label(side: str) -> str:
+    if side.startswith("fixed"):
+        return f"asyncsink, fixed {side[5:]} in flight"
+    return LABELS[side]
 
 
 # ---------------------------------------------------------------------- measuring
@@ -328,13 +340,13 @@ def comparisons(results: dict[float, dict[str, dict[str, Any]]]) -> list[dict[st
                     DURABLE_TARGETS.get(latency_ms),
                 )
             )
-        if "fixed16" in sides:
+        for fixed in [side for side in sides if side.startswith("fixed")]:
             rows.append(
                 comparison(
-                    f"HTTP {latency_ms:g} ms: asyncsink adaptive vs {LABELS['fixed16']}",
+                    f"HTTP {latency_ms:g} ms: asyncsink adaptive vs {label(fixed)}",
                     "entries/s",
                     sides["asyncsink"]["runs"],
-                    sides["fixed16"]["runs"],
+                    sides[fixed]["runs"],
                     None,
                 )
             )
@@ -360,7 +372,7 @@ def print_latency_table(latency_ms: float, sides: dict[str, dict[str, Any]]) -> 
     )
     for side, row in sides.items():
         print(
-            f"{LABELS[side]:<44}{row['entries']:>9,}{spread(row['runs']):>32}"
+            f"{label(side):<44}{row['entries']:>9,}{spread(row['runs']):>32}"
             f"{spread(row['cpu_runs'], 2):>26}{row['server_cpu_us_per_entry']:>10.2f}"
         )
 
@@ -375,9 +387,9 @@ def profile_run(server: FaultServer, entries: list[dict[str, Any]], latency_ms: 
     totals = {}
     for side in ("aiohttp", "asyncsink"):
         server.reset()
-        RUNNERS[side](server.ingest_url, entries)  # imports and first-use costs: not profiled
+        runner(side)(server.ingest_url, entries)  # imports and first-use costs: not profiled
         server.reset()
-        raw, totals[side] = profile_cpu(RUNNERS[side], server.ingest_url, entries)
+        raw, totals[side] = profile_cpu(runner(side), server.ingest_url, entries)
     total = totals["asyncsink"]
     print(
         f"\nprofile (CPU time) of one run of {len(entries):,} entries at {latency_ms:g} ms: "
@@ -396,14 +408,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--rounds", type=int, default=5, help="rounds of every side")
     parser.add_argument("--latencies", default="100,20,0", help="server latencies in ms")
     parser.add_argument("--quick", action="store_true", help="60,000 entries, 3 rounds")
-    parser.add_argument("--fixed-16", action="store_true", help="add asyncsink at fixed 16")
+    parser.add_argument("--fixed", type=int, help="add asyncsink at this many in flight")
     parser.add_argument("--profile", action="store_true", help="profile asyncsink runs")
     parser.add_argument("--json", type=Path, help="write the results to this file")
     args = parser.parse_args(argv)
     if args.quick:
         args.entries, args.rounds = 60_000, 3
     latencies = [float(text) for text in args.latencies.split(",") if text]
-    sides = [*SIDES[:1], *(["fixed16"] if args.fixed_16 else []), *SIDES[1:]]
+    sides = [*SIDES[:1], *([f"fixed{args.fixed}"] if args.fixed else []), *SIDES[1:]]
     size = mean_json_size(make_entries(1000))
     results: dict[float, dict[str, dict[str, Any]]] = {}
     print(
@@ -414,7 +426,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     with FaultServer(keep_ids=False) as server, ExitStack() as stack:
         workers = {
-            side: stack.enter_context(SideProcess(side, RUNNERS[side], server.ingest_url))
+            side: stack.enter_context(SideProcess(side, runner(side), server.ingest_url))
             for side in sides
         }
         for latency_ms in latencies:
