@@ -47,7 +47,9 @@ Exits 1 when a target is missed, after printing everything. ``--quick`` (60,000 
 raising its limit, so its ratios there are not figures to quote.
 
     .venv/bin/python benchmarks/bench_http.py [--entries N] [--rounds R] [--quick]
-        [--latencies 100,20,0] [--fixed N] [--profile] [--json PATH]
+        [--latencies 100,20,0] [--wide] [--fixed N] [--profile] [--json PATH]
+
+``--wide`` sends entries of about 160 bytes (two more fields) instead of about 85.
 
 ``--profile`` then profiles one aiohttp-loop and one asyncsink run per latency (cProfile,
 CPU time, in this process) and prints where asyncsink's client time goes.
@@ -78,6 +80,7 @@ from sides import (
     load_average,
     machine,
     make_entries,
+    make_wide_entries,
     mean_json_size,
     print_comparisons,
     print_profile,
@@ -409,6 +412,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--latencies", default="100,20,0", help="server latencies in ms")
     parser.add_argument("--quick", action="store_true", help="60,000 entries, 3 rounds")
     parser.add_argument("--fixed", type=int, help="add asyncsink at this many in flight")
+    parser.add_argument("--wide", action="store_true", help="entries of ~160 B, not ~85 B")
     parser.add_argument("--profile", action="store_true", help="profile asyncsink runs")
     parser.add_argument("--json", type=Path, help="write the results to this file")
     args = parser.parse_args(argv)
@@ -416,7 +420,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         args.entries, args.rounds = 60_000, 3
     latencies = [float(text) for text in args.latencies.split(",") if text]
     sides = [*SIDES[:1], *([f"fixed{args.fixed}"] if args.fixed else []), *SIDES[1:]]
-    size = mean_json_size(make_entries(1000))
+    inputs = make_wide_entries if args.wide else make_entries
+    size = mean_json_size(inputs(1000))
     results: dict[float, dict[str, dict[str, Any]]] = {}
     print(
         f"{args.entries:,} entries of ~{size:.0f} B JSON, {BATCH} per request, FaultServer "
@@ -426,7 +431,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     with FaultServer(keep_ids=False) as server, ExitStack() as stack:
         workers = {
-            side: stack.enter_context(SideProcess(side, runner(side), server.ingest_url))
+            side: stack.enter_context(
+                SideProcess(side, runner(side), server.ingest_url, inputs=inputs)
+            )
             for side in sides
         }
         for latency_ms in latencies:
@@ -437,7 +444,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print_comparisons(rows)
         if args.profile:
             for latency_ms in latencies:
-                profile_run(server, make_entries(args.entries), latency_ms)
+                profile_run(server, inputs(args.entries), latency_ms)
     summary = {
         "benchmark": "http",
         "title": "HTTP sink vs hand-written aiohttp and httpx loops and a requests loop",

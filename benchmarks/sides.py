@@ -54,6 +54,15 @@ def make_entries(count: int) -> list[dict[str, Any]]:
     ]
 
 
+def make_wide_entries(count: int) -> list[dict[str, Any]]:
+    """Entries of about 160 bytes of JSON each: ``make_entries`` with a region and a note."""
+    entries = make_entries(count)
+    for i, entry in enumerate(entries):
+        entry["region"] = ("eu-west-1", "us-east-2", "ap-south-1")[i % 3]
+        entry["note"] = f"order {i % 100_003} placed via web checkout, priority {i % 5}"
+    return entries
+
+
 def mean_json_size(entries: Sequence[Any]) -> float:
     """The mean size in bytes of the JSON of the first thousand entries."""
     sample = entries[:1000]
