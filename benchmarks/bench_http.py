@@ -87,6 +87,7 @@ from sides import (
     process_cpu,
     profile_cpu,
     rotating_rounds,
+    side_label,
     spread,
     write_summary,
 )
@@ -256,9 +257,7 @@ def runner(side: str) -> Callable[[str, list[dict[str, Any]]], int]:
 
 
 def label(side: str) -> str:
-    if side.startswith("fixed"):
-        return f"asyncsink, fixed {side[5:]} in flight"
-    return LABELS[side]
+    return side_label(side, LABELS)
 
 
 # ---------------------------------------------------------------------- measuring

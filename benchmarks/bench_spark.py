@@ -76,6 +76,7 @@ from sides import (
     load_average,
     machine,
     rotating_rounds,
+    side_label,
     spread,
     write_summary,
 )
@@ -331,9 +332,7 @@ def comparisons(runs: dict[str, list[int]], latency_ms: float) -> list[dict[str,
 
 
 def label(side: str) -> str:
-    if side.startswith("fixed"):
-        return f"asyncsink, fixed {side[5:]} in flight"
-    return LABELS[side]
+    return side_label(side, LABELS)
 
 
 def print_comparisons(rows_out: list[dict[str, Any]]) -> None:

@@ -63,6 +63,13 @@ def make_wide_entries(count: int) -> list[dict[str, Any]]:
     return entries
 
 
+def side_label(side: str, labels: Mapping[str, str]) -> str:
+    """What a side is called: ``labels[side]``, or for ``fixedN`` asyncsink at N in flight."""
+    if side.startswith("fixed"):
+        return f"asyncsink, fixed {side[5:]} in flight"
+    return labels[side]
+
+
 def mean_json_size(entries: Sequence[Any]) -> float:
     """The mean size in bytes of the JSON of the first thousand entries."""
     sample = entries[:1000]

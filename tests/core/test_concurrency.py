@@ -289,14 +289,22 @@ def test_latency_that_does_not_fall_when_the_limit_shrinks_is_relearned_as_the_f
     assert run.first_time_at(128, after=1.05) < 1.5
 
 
-def test_a_busy_client_waits_for_a_second_round_before_shrinking_after_growth() -> None:
+def rounds_on_cpu(share: float) -> tuple[ConcurrencyLimiter, Callable[[float, float], None]]:
+    """An adaptive limiter, and a function that answers one round of it (sent at
+    ``started``, each answer ``latency`` later) while this process is on the CPU for
+    ``share`` of the round."""
     clock = [0.0]
     limiter = adaptive(128, cpu_clock=lambda: clock[0])
 
-    def busy_round(started: float, latency: float) -> None:
-        clock[0] += 0.9 * latency  # this process on the CPU for 90% of the round
+    def round_at(started: float, latency: float) -> None:
+        clock[0] += share * latency
         answer_round(limiter, started=started, latency=latency)
 
+    return limiter, round_at
+
+
+def test_a_busy_client_waits_for_a_second_round_before_shrinking_after_growth() -> None:
+    limiter, busy_round = rounds_on_cpu(0.9)  # on the CPU for 90% of every round
     for round_ in range(3):  # warming up, judged, the probe round: all at the floor
         busy_round(round_ * 0.02, 0.02)
     assert limiter.limit == 32
@@ -308,13 +316,7 @@ def test_a_busy_client_waits_for_a_second_round_before_shrinking_after_growth() 
 
 @pytest.mark.parametrize("busy", [True, False])
 def test_the_round_after_a_growth_that_paid_in_answers_grows_on(busy: bool) -> None:
-    clock = [0.0]
-    limiter = adaptive(128, cpu_clock=lambda: clock[0])
-
-    def round_at(started: float, latency: float) -> None:
-        clock[0] += (0.9 if busy else 0.1) * latency
-        answer_round(limiter, started=started, latency=latency)
-
+    limiter, round_at = rounds_on_cpu(0.9 if busy else 0.1)
     for round_ in range(3):  # warming up, judged, the probe round: all at the floor
         round_at(round_ * 0.02, 0.02)
     assert limiter.limit == 32
@@ -325,17 +327,14 @@ def test_the_round_after_a_growth_that_paid_in_answers_grows_on(busy: bool) -> N
     # Twice the latency and 1.3 times the answers: this growth did not pay. Busy, the
     # writer waits for a second round to say so; otherwise it shrinks at once.
     round_at(0.09, 0.04)
-    assert limiter.limit == 64 if busy else limiter.limit < 64
+    if busy:
+        assert limiter.limit == 64
+    else:
+        assert limiter.limit < 64
 
 
 def test_a_growth_that_did_not_pay_in_answers_is_not_followed_by_another() -> None:
-    clock = [0.0]
-    limiter = adaptive(128, cpu_clock=lambda: clock[0])
-
-    def busy_round(started: float, latency: float) -> None:
-        clock[0] += 0.9 * latency  # busy: one slow round alone does not shrink it
-        answer_round(limiter, started=started, latency=latency)
-
+    limiter, busy_round = rounds_on_cpu(0.9)  # busy: one slow round alone does not shrink it
     for round_ in range(3):
         busy_round(round_ * 0.02, 0.02)
     assert limiter.limit == 32
