@@ -16,7 +16,10 @@ server latencies asked for (100, 20 and 0 ms by default):
   a fresh scope per run, completed at its end as the Spark driver does), against
   asyncsink without records: what remembering every request costs;
 - with ``--fixed N``, for information: asyncsink with ``adaptiveConcurrency=false`` and
-  N in flight, which shows what adapting adds.
+  N in flight, which shows what adapting adds;
+- with ``--memory-records``, for information: asyncsink with durable call records in an
+  in-memory store (``MemoryStore``): the records' own work (a CRC-32 per entry, a record
+  per call) without the SQLite writes, which separates the two costs.
 
 The baselines encode each batch with orjson, as the sink encodes its entries, so the
 comparison measures the delivery machinery rather than the JSON library.
@@ -47,7 +50,8 @@ Exits 1 when a target is missed, after printing everything. ``--quick`` (60,000 
 raising its limit, so its ratios there are not figures to quote.
 
     .venv/bin/python benchmarks/bench_http.py [--entries N] [--rounds R] [--quick]
-        [--latencies 100,20,0] [--wide] [--fixed N] [--profile] [--json PATH]
+        [--latencies 100,20,0] [--wide] [--fixed N] [--memory-records] [--profile]
+        [--json PATH]
 
 ``--wide`` sends entries of about 160 bytes (two more fields) instead of about 85.
 
@@ -94,6 +98,7 @@ from sides import (
 
 from asyncsink import CallLog, Scope
 from asyncsink.sinks.http import create_writer
+from asyncsink.stores.memory import MemoryStore
 from asyncsink.stores.sqlite import SQLiteStore
 from asyncsink.testing import Faults, FaultServer
 
@@ -121,6 +126,7 @@ BASELINES = ("aiohttp", "httpx", "requests")
 LABELS = {
     "asyncsink": "asyncsink HTTP sink (defaults: adaptive)",
     "durable": "asyncsink, durable records (SQLite)",
+    "memory": "asyncsink, durable records in memory",
     "aiohttp": f"hand-written aiohttp loop ({IN_FLIGHT} in flight)",
     "httpx": f"hand-written httpx+anyio loop ({IN_FLIGHT} in flight)",
     "requests": "requests loop (1 in flight)",
@@ -167,6 +173,12 @@ def run_durable(url: str, entries: list[dict[str, Any]]) -> int:
         _Records.store = SQLiteStore(Path(folder) / "records.db")
     _Records.runs += 1
     log = CallLog(_Records.store, Scope("bench-http", _Records.runs, 0))
+    return anyio.run(_asyncsink, url, entries, log)
+
+
+def run_memory(url: str, entries: list[dict[str, Any]]) -> int:
+    _Records.runs += 1
+    log = CallLog(MemoryStore(), Scope("bench-http", _Records.runs, 0))
     return anyio.run(_asyncsink, url, entries, log)
 
 
@@ -243,6 +255,7 @@ def run_requests(url: str, entries: list[dict[str, Any]]) -> int:
 RUNNERS: dict[str, Callable[[str, list[dict[str, Any]]], int]] = {
     "asyncsink": run_asyncsink,
     "durable": run_durable,
+    "memory": run_memory,
     "aiohttp": run_aiohttp,
     "httpx": run_httpx,
     "requests": run_requests,
@@ -332,14 +345,14 @@ def comparisons(results: dict[float, dict[str, dict[str, Any]]]) -> list[dict[st
                         TARGETS.get((latency_ms, baseline)),
                     )
                 )
-        if "durable" in sides:
+        for durable in [side for side in ("durable", "memory") if side in sides]:
             rows.append(
                 comparison(
-                    f"HTTP {latency_ms:g} ms: {LABELS['durable']} vs without records",
+                    f"HTTP {latency_ms:g} ms: {LABELS[durable]} vs without records",
                     "entries/s",
-                    sides["durable"]["runs"],
+                    sides[durable]["runs"],
                     sides["asyncsink"]["runs"],
-                    DURABLE_TARGETS.get(latency_ms),
+                    DURABLE_TARGETS.get(latency_ms) if durable == "durable" else None,
                 )
             )
         for fixed in [side for side in sides if side.startswith("fixed")]:
@@ -412,6 +425,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--quick", action="store_true", help="60,000 entries, 3 rounds")
     parser.add_argument("--fixed", type=int, help="add asyncsink at this many in flight")
     parser.add_argument("--wide", action="store_true", help="entries of ~160 B, not ~85 B")
+    parser.add_argument(
+        "--memory-records", action="store_true", help="add durable records in memory"
+    )
     parser.add_argument("--profile", action="store_true", help="profile asyncsink runs")
     parser.add_argument("--json", type=Path, help="write the results to this file")
     args = parser.parse_args(argv)
@@ -419,6 +435,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         args.entries, args.rounds = 60_000, 3
     latencies = [float(text) for text in args.latencies.split(",") if text]
     sides = [*SIDES[:1], *([f"fixed{args.fixed}"] if args.fixed else []), *SIDES[1:]]
+    if args.memory_records:
+        sides.insert(sides.index("durable") + 1, "memory")
     inputs = make_wide_entries if args.wide else make_entries
     size = mean_json_size(inputs(1000))
     results: dict[float, dict[str, dict[str, Any]]] = {}
