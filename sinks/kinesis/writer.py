@@ -25,6 +25,7 @@ from asyncsink.writer import AsyncSinkWriter
 
 from ..http.redact import mask_in_logs, unmask_in_logs
 from .answers import read_put_records
+from .body import put_records
 from .clients import ClientSettings, get_client
 from .errors import MaskedError, translate_error
 from .options import DEFAULT_REQUEST_BYTES, KINESIS_SINK_DEFAULTS, KinesisOptions
@@ -197,10 +198,13 @@ class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
             call_id = current_call().call_id
             if call_id >= self._sent:
                 self._sent = call_id + 1
-        records = [entry.to_request() for entry in entries]
         client = await self._current_client()
         try:
-            response = await client.put_records(Records=records, **self._stream_parameters)
+            if self._given_client is None:  # the shared client: the body built here
+                response = await put_records(client, entries, self._stream_parameters)
+            else:  # a client of the caller's, which gets the records as botocore takes them
+                records = [entry.to_request() for entry in entries]
+                response = await client.put_records(Records=records, **self._stream_parameters)
         except Exception as exc:
             error = self._translate(exc)
             if error is None:

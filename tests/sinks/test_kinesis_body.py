@@ -1,0 +1,123 @@
+"""The PutRecords body the Kinesis sink builds is the one botocore would build, and it is
+what botocore signs and sends: the request is caught as it leaves a real aiobotocore
+client (``before-send``) and answered there, and the payload the signature hashed is
+recorded."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import botocore.auth
+import botocore.session
+import orjson
+import pytest
+from aiobotocore.awsrequest import AioAWSResponse
+from aiobotocore.config import AioConfig
+from aiobotocore.session import get_session
+
+from asyncsink.sinks.kinesis.body import install, put_records, put_records_body
+from asyncsink.sinks.kinesis.records import KinesisEntry
+
+pytestmark = pytest.mark.anyio
+
+ARN = "arn:aws:kinesis:us-east-1:123456789012:stream/events"
+ENTRIES = [
+    KinesisEntry(bytes(range(256)), "every byte"),
+    KinesisEntry(b'{"id": 1, "name": "\xc3\xa9t\xc3\xa9"}', "cl\u00e9 \u2603"),
+    KinesisEntry(b"", "empty data", explicit_hash_key=str(2**128 - 1)),
+    KinesisEntry(b"x" * 1000, "k" * 256, explicit_hash_key="0"),
+]
+
+
+@pytest.mark.parametrize("stream", [{"StreamName": "events"}, {"StreamARN": ARN}])
+def test_the_body_is_the_json_botocore_serializes(stream: dict[str, str]) -> None:
+    client = botocore.session.get_session().create_client(
+        "kinesis", region_name="us-east-1", aws_access_key_id="a", aws_secret_access_key="b"
+    )
+    operation = client.meta.service_model.operation_model("PutRecords")
+    params = {"Records": [entry.to_request() for entry in ENTRIES], **stream}
+    theirs = client._serializer.serialize_to_request(params, operation)["body"]
+    assert json.loads(put_records_body(ENTRIES, stream)) == json.loads(theirs)
+
+
+class _Raw:
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    async def read(self) -> bytes:
+        return self._body
+
+
+class Caught:
+    """The bodies that left the client and the ones its signatures hashed."""
+
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+        self.signed: list[bytes] = []
+
+    def answer(self, request: Any, **_: Any) -> AioAWSResponse:
+        body = request.body
+        self.sent.append(body if isinstance(body, bytes) else body.read())
+        count = len(orjson.loads(self.sent[-1])["Records"])
+        records = [{"SequenceNumber": str(i), "ShardId": "shardId-000000000000"}
+                   for i in range(count)]  # fmt: skip
+        content = orjson.dumps({"FailedRecordCount": 0, "Records": records})
+        return AioAWSResponse(request.url, 200, {}, _Raw(content))
+
+
+@pytest.fixture
+async def caught(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[tuple[Any, Caught]]:
+    seen = Caught()
+    payload = botocore.auth.SigV4Auth.payload
+
+    def recorded(self: Any, request: Any) -> str:
+        seen.signed.append(request.body)
+        return payload(self, request)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(botocore.auth.SigV4Auth, "payload", recorded)
+    async with get_session().create_client(
+        "kinesis",
+        region_name="us-east-1",
+        endpoint_url="http://127.0.0.1:9",  # never reached: answered before it is sent
+        aws_access_key_id="AKIATESTTESTTESTTEST",
+        aws_secret_access_key="not-a-secret",
+        config=AioConfig(parameter_validation=False),  # as the sink's clients are
+    ) as client:
+        client.meta.events.register("before-send.kinesis.PutRecords", seen.answer)
+        yield client, seen
+
+
+async def test_the_body_built_here_is_what_is_signed_and_sent(
+    caught: tuple[Any, Caught],
+) -> None:
+    client, seen = caught
+    install(client)
+    install(client)  # once is enough; twice changes nothing
+    answer = await put_records(client, ENTRIES, {"StreamName": "events"})
+    expected = put_records_body(ENTRIES, {"StreamName": "events"})
+    assert seen.sent == [expected]
+    assert seen.signed == [expected]
+    assert len(answer["Records"]) == len(ENTRIES)
+
+
+async def test_a_client_without_the_hook_sends_no_records_at_all(
+    caught: tuple[Any, Caught],
+) -> None:
+    client, seen = caught  # not installed: Kinesis refuses a request with no records
+    await put_records(client, ENTRIES, {"StreamName": "events"})
+    assert orjson.loads(seen.sent[0]) == {"Records": [], "StreamName": "events"}
+
+
+async def test_other_calls_of_the_client_keep_their_own_bodies(
+    caught: tuple[Any, Caught],
+) -> None:
+    client, seen = caught
+    install(client)
+    records = [entry.to_request() for entry in ENTRIES[:2]]
+    await client.put_records(Records=records, StreamName="events")
+    sent = orjson.loads(seen.sent[0])
+    assert [record["PartitionKey"] for record in sent["Records"]] == [
+        entry.partition_key for entry in ENTRIES[:2]
+    ]
