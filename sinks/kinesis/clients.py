@@ -41,7 +41,7 @@ from aiobotocore.config import AioConfig
 from aiobotocore.session import AioSession, get_session
 
 from .. import loop_clients
-from . import body
+from . import put_records
 
 __all__ = ["ClientSettings", "close_clients", "get_client", "open_client_count"]
 
@@ -134,7 +134,7 @@ async def _open_client(settings: ClientSettings, stack: AsyncExitStack) -> Any:
         )
     )
     client.meta.events.register("before-send.kinesis.PutRecords", _stream_large_body)
-    body.install(client)
+    put_records.install(client)
     log.debug("opened a Kinesis client: %r", settings)
     return client
 

@@ -25,11 +25,11 @@ from asyncsink.writer import AsyncSinkWriter
 
 from ..http.redact import mask_in_logs, unmask_in_logs
 from .answers import read_put_records
-from .body import put_records
 from .clients import ClientSettings, get_client
 from .errors import MaskedError, translate_error
 from .options import DEFAULT_REQUEST_BYTES, KINESIS_SINK_DEFAULTS, KinesisOptions
 from .options import sink_options_for_kinesis as _sink_options
+from .put_records import put_records
 from .reconcile import ReconcileSettings, StreamReconciler, acknowledged_detail
 from .records import KinesisEntry, RecordConverter, as_mapping, to_json
 

@@ -138,14 +138,19 @@ UNTRUSTED: dict[str, tuple[Answer, str]] = {
                        "FailedRecordCount is 0 but 1 results carry an ErrorCode"),
     "invented failure": (lambda n: {"FailedRecordCount": 2, "Records": stored(n)},
                          "FailedRecordCount is 2 but 0 results carry an ErrorCode"),
+    "records as text": (lambda n: {"FailedRecordCount": 0, "Records": "all stored"},
+                        "Records is of type str, not a list"),
+    "records of numbers": (lambda n: {"FailedRecordCount": 0, "Records": list(range(n))},
+                           "result 0 is of type int, not an object"),
+    "records as object": (lambda n: {"FailedRecordCount": 0, "Records": {"a": 1}},
+                          "Records is of type dict, not a list"),
+    "records of lists": (lambda n: {"FailedRecordCount": 0, "Records": [[1]] * n},
+                         "result 0 is of type list, not an object"),
 }  # fmt: skip
 
-# Shapes botocore's response parser itself cannot take.
+# Answers that are not a JSON object: the sink leaves them to botocore's parser, which
+# cannot take them.
 UNPARSEABLE: dict[str, Answer] = {
-    "records as text": lambda n: {"FailedRecordCount": 0, "Records": "all stored"},
-    "records of numbers": lambda n: {"FailedRecordCount": 0, "Records": list(range(n))},
-    "records as object": lambda n: {"FailedRecordCount": 0, "Records": {"a": 1}},
-    "records of lists": lambda n: {"FailedRecordCount": 0, "Records": [[1]] * n},
     "an array": lambda n: [],
     "null": lambda n: None,
 }

@@ -1,7 +1,7 @@
-"""The PutRecords body the Kinesis sink builds is the one botocore would build, and it is
-what botocore signs and sends: the request is caught as it leaves a real aiobotocore
-client (``before-send``) and answered there, and the payload the signature hashed is
-recorded."""
+"""The PutRecords body the Kinesis sink builds is the one botocore would build, it is what
+botocore signs and sends, and an answer reads as botocore would parse it: the request is
+caught as it leaves a real aiobotocore client (``before-send``) and answered there, and
+the payload the signature hashed is recorded."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from aiobotocore.awsrequest import AioAWSResponse
 from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
 
-from asyncsink.sinks.kinesis.body import install, put_records, put_records_body
+from asyncsink.sinks.kinesis.put_records import install, put_records, put_records_body
 from asyncsink.sinks.kinesis.records import KinesisEntry
 
 pytestmark = pytest.mark.anyio
@@ -56,15 +56,19 @@ class Caught:
     def __init__(self) -> None:
         self.sent: list[bytes] = []
         self.signed: list[bytes] = []
+        self.reply: bytes | None = None  # the answer's body; by default every record stored
 
     def answer(self, request: Any, **_: Any) -> AioAWSResponse:
         body = request.body
         self.sent.append(body if isinstance(body, bytes) else body.read())
-        count = len(orjson.loads(self.sent[-1])["Records"])
-        records = [{"SequenceNumber": str(i), "ShardId": "shardId-000000000000"}
-                   for i in range(count)]  # fmt: skip
-        content = orjson.dumps({"FailedRecordCount": 0, "Records": records})
-        return AioAWSResponse(request.url, 200, {}, _Raw(content))
+        content = self.reply
+        if content is None:
+            count = len(orjson.loads(self.sent[-1])["Records"])
+            records = [{"SequenceNumber": str(i), "ShardId": "shardId-000000000000"}
+                       for i in range(count)]  # fmt: skip
+            content = orjson.dumps({"FailedRecordCount": 0, "Records": records})
+        headers = {"x-amzn-RequestId": "req-1", "Content-Type": "application/x-amz-json-1.1"}
+        return AioAWSResponse(request.url, 200, headers, _Raw(content))
 
 
 @pytest.fixture
@@ -121,3 +125,38 @@ async def test_other_calls_of_the_client_keep_their_own_bodies(
     assert [record["PartitionKey"] for record in sent["Records"]] == [
         entry.partition_key for entry in ENTRIES[:2]
     ]
+
+
+MIXED = {
+    "FailedRecordCount": 1,
+    "Records": [
+        {"SequenceNumber": "4960", "ShardId": "shardId-000000000001"},
+        {"ErrorCode": "ProvisionedThroughputExceededException", "ErrorMessage": "slow down"},
+    ],
+    "EncryptionType": "KMS",
+}
+
+
+async def test_an_answer_reads_as_botocore_parses_it(caught: tuple[Any, Caught]) -> None:
+    client, seen = caught
+    seen.reply = orjson.dumps(MIXED)
+    parsed = await client.put_records(Records=[ENTRIES[0].to_request()], StreamName="events")
+    install(client)
+    read = await put_records(client, ENTRIES[:2], {"StreamName": "events"})
+    assert {key: read[key] for key in MIXED} == MIXED
+    assert {key: parsed[key] for key in MIXED} == MIXED
+    metadata = {key: read["ResponseMetadata"][key] for key in ("RequestId", "HTTPStatusCode")}
+    assert metadata == {"RequestId": "req-1", "HTTPStatusCode": 200}
+
+
+async def test_an_answer_that_is_not_json_reads_as_botocore_reads_it(
+    caught: tuple[Any, Caught],
+) -> None:
+    client, seen = caught
+    seen.reply = b'{"FailedRecordCount": 0, "Records": [{"Sequ'  # cut short on the way
+    parsed = await client.put_records(Records=[ENTRIES[0].to_request()], StreamName="events")
+    install(client)
+    read = await put_records(client, ENTRIES[:1], {"StreamName": "events"})
+    # No results either way: the sink's answer check then sends the request again.
+    assert "Records" not in read
+    assert read.keys() == parsed.keys() == {"ResponseMetadata"}
