@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from asyncsink import CorruptRecordError, FencedError, Scope
-from asyncsink.durable.records import crc_of, decode_record
+from asyncsink.durable.records import PENDING, CallRecord, crc_of, decode_record, encode_record
 from asyncsink.stores.memory import MemoryStore
 
 from .harness import Crash, CrashingStore, Destination, run_attempt
@@ -192,6 +192,17 @@ def test_entry_digests_are_zlibs_crc32_so_records_stay_readable_across_versions(
         assert crc_of(memoryview(data)) == crc_of(bytearray(data)) == zlib.crc32(data)
     with pytest.raises(TypeError):
         crc_of("text")  # type: ignore[arg-type]
+
+
+def test_call_times_are_kept_to_the_millisecond_widening_the_window_they_bound() -> None:
+    # When the call was first recorded rounds down, when it was last sent rounds up: a
+    # reconciler that looks between them never misses the moment the call landed.
+    record = CallRecord(3, PENDING, range(0, 2), (1, 2), started_at=1000.1239, sent_at=1005.4561)
+    decoded = decode_record(encode_record(record))
+    assert (decoded.started_at, decoded.sent_at) == (1000.123, 1005.457)
+    exact = CallRecord(3, PENDING, range(0, 2), (1, 2), started_at=1000.5, sent_at=1005.25)
+    assert decode_record(encode_record(exact)).started_at == 1000.5
+    assert decode_record(encode_record(exact)).sent_at == 1005.25
 
 
 async def test_two_concurrent_attempts_the_older_is_fenced_and_nothing_is_lost() -> None:
