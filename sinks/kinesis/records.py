@@ -13,7 +13,7 @@ import datetime
 import decimal
 import hashlib
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -196,6 +196,42 @@ class RecordConverter:
             )
         hash_key = self._explicit_hash_key(row) if self._hash_key_field else None
         return KinesisEntry(data, key, hash_key)
+
+    def convert_all(self, elements: Sequence[Any]) -> list[KinesisEntry] | None:
+        """The records of a run of plain dicts at once, the same as ``__call__`` gives
+        each, when the options are the common ones (the row as JSON; a partition key from
+        one field of text or integers, fixed, or the payload's hash; no explicit hash
+        key); ``None`` when they are not, or when a row needs a closer look (then
+        ``__call__`` on each finds which, and why)."""
+        if self._payload_field is not None or self._hash_key_field is not None:
+            return None
+        mode = self._mode
+        if mode == "field" and len(self._key_fields) != 1:
+            return None
+        if mode not in ("field", "fixed", "hash"):
+            return None
+        rows = elements if type(elements) is list else list(elements)  # each dict built once
+        if any(type(row) is not dict for row in rows):
+            return None
+        dumps, default = orjson.dumps, _json_default
+        try:
+            datas = [dumps(row, default=default) for row in rows]
+        except TypeError:
+            return None  # keys that are not text, integers beyond 64 bits, no JSON form
+        if mode == "fixed":
+            keys = [self._fixed_key] * len(datas)
+        elif mode == "hash":
+            blake2b = hashlib.blake2b
+            keys = [blake2b(data, digest_size=16).hexdigest() for data in datas]
+        else:
+            name = self._key_fields[0]
+            values = [row.get(name) for row in rows]
+            if not all(type(value) is str or type(value) is int for value in values):
+                return None  # missing, null, or a type that needs converting
+            keys = [value if type(value) is str else str(value) for value in values]
+            if not all(0 < len(key) <= MAX_PARTITION_KEY_LENGTH for key in keys):
+                return None
+        return [KinesisEntry(data, key) for data, key in zip(datas, keys, strict=True)]
 
     def _payload(self, row: Mapping[str, Any]) -> bytes:
         name = self._payload_field

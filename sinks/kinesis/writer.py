@@ -169,6 +169,12 @@ class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
         """The Kinesis record for a ``Row``, dict or mapping (see ``KinesisOptions``)."""
         return self._convert(element)
 
+    def convert_all(self, elements: Sequence[Any]) -> Sequence[KinesisEntry]:
+        """The records of a run: at once for plain dicts under the common options (see
+        ``RecordConverter.convert_all``), else one element at a time."""
+        entries = self._convert.convert_all(elements)
+        return entries if entries is not None else super().convert_all(elements)
+
     def entry_size(self, entry: KinesisEntry) -> int:
         """Data plus UTF-8 partition key, as Kinesis counts a record against its limits."""
         return entry.size
