@@ -203,12 +203,9 @@ class RecordConverter:
         one field of text or integers, fixed, or the payload's hash; no explicit hash
         key); ``None`` when they are not, or when a row needs a closer look (then
         ``__call__`` on each finds which, and why)."""
-        if self._payload_field is not None or self._hash_key_field is not None:
-            return None
         mode = self._mode
-        if mode == "field" and len(self._key_fields) != 1:
-            return None
-        if mode not in ("field", "fixed", "hash"):
+        common = mode in ("fixed", "hash") or (mode == "field" and len(self._key_fields) == 1)
+        if not common or self._payload_field is not None or self._hash_key_field is not None:
             return None
         rows = elements if type(elements) is list else list(elements)  # each dict built once
         if any(type(row) is not dict for row in rows):
