@@ -7,6 +7,9 @@ botocore): ``connection_failure`` finds it there. The writer logs a writer's fir
 connection, and fails at once on a refused one when nothing was ever delivered to that
 destination from this process (``failFastOnConnectionRefused``): a wrong port, or a
 destination that is not running, rather than one restarting under a running job.
+
+It also sets how long the sinks' pooled connections may sit idle and still be reused
+(``IDLE_CONNECTION_S``).
 """
 
 from __future__ import annotations
@@ -16,7 +19,23 @@ import errno
 import socket
 import threading
 
-__all__ = ["ConnectionFailure", "connection_failure", "ever_reached", "mark_reached"]
+__all__ = [
+    "IDLE_CONNECTION_S",
+    "ConnectionFailure",
+    "connection_failure",
+    "ever_reached",
+    "mark_reached",
+]
+
+IDLE_CONNECTION_S = 4.0
+"""How long a pooled connection may sit idle and still carry the next request.
+
+A server closes a keep-alive connection that stayed idle for a timeout of its own: 5 s by
+default for Node.js, uvicorn and Apache httpd. A request sent on a connection the server is
+closing at that moment is reset, and the writer must send it again after a backoff. A busy
+server closes late, which makes that race likely: a Spark task that starts about 5 s after
+the worker's previous one finds its connections in that state. Under those timeouts, a
+connection the server may be closing is never reused; a new one is opened instead."""
 
 _UNREACHABLE = frozenset(
     {errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EADDRNOTAVAIL, errno.ETIMEDOUT}

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from asyncsink import connections as pooled
 from asyncsink.errors import OptionError
 
 from .. import loop_clients
@@ -142,7 +143,11 @@ def open_client(
             http2=http2,
             verify=verify,
             timeout=settings.timeout,
-            limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
+            limits=httpx.Limits(
+                max_connections=connections,
+                max_keepalive_connections=connections,
+                keepalive_expiry=pooled.IDLE_CONNECTION_S,
+            ),
             transport=transport,
             follow_redirects=False,
             trust_env=trust_env,

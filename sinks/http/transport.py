@@ -29,6 +29,8 @@ import aiohttp
 import httpx
 import yarl
 
+from asyncsink import connections
+
 __all__ = ["AiohttpTransport", "environment_proxy", "httpx_error"]
 
 _CHUNK = 64 * 1024
@@ -62,7 +64,12 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         self._proxies: dict[tuple[str, str, int | None], str | None] = {}
 
     def _open(self) -> aiohttp.ClientSession:
-        connector = aiohttp.TCPConnector(limit=self.connections, limit_per_host=0, ssl=self._verify)
+        connector = aiohttp.TCPConnector(
+            limit=self.connections,
+            limit_per_host=0,
+            ssl=self._verify,
+            keepalive_timeout=connections.IDLE_CONNECTION_S,
+        )
         return aiohttp.ClientSession(
             connector=connector,
             auto_decompress=False,  # httpx decodes the body by its content-encoding

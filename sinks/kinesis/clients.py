@@ -25,6 +25,8 @@ botocore would hide throttling from that window and multiply the attempts and th
 request can take beyond ``maxRetries`` and ``requestTimeoutMs``. botocore's client-side
 parameter validation is off too: the writer builds every record within the PutRecords
 limits already (key lengths, record and request sizes), and it costs a tenth of the CPU.
+A pooled connection idle for longer than ``asyncsink.connections.IDLE_CONNECTION_S`` is not
+reused, so that a server closing it (kinesalite after 5 s) never resets a request.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ from typing import Any
 
 from aiobotocore.config import AioConfig
 from aiobotocore.session import AioSession, get_session
+
+from asyncsink import connections
 
 from .. import loop_clients
 from . import put_records
@@ -128,6 +132,7 @@ async def _open_client(settings: ClientSettings, stack: AsyncExitStack) -> Any:
                 connect_timeout=settings.connect_timeout,
                 read_timeout=settings.read_timeout,
                 max_pool_connections=settings.max_pool_connections,
+                connector_args={"keepalive_timeout": connections.IDLE_CONNECTION_S},
                 user_agent_extra="asyncsink",
                 parameter_validation=False,
             ),
