@@ -8,8 +8,8 @@ connection, and fails at once on a refused one when nothing was ever delivered t
 destination from this process (``failFastOnConnectionRefused``): a wrong port, or a
 destination that is not running, rather than one restarting under a running job.
 
-It also sets how long the sinks' pooled connections may sit idle and still be reused
-(``IDLE_CONNECTION_S``).
+It also sets how long the pooled connections of the sinks and of the DynamoDB record store
+may sit idle and still be reused (``IDLE_CONNECTION_S``).
 """
 
 from __future__ import annotations

@@ -44,9 +44,10 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from botocore.config import Config
+from aiobotocore.config import AioConfig
 from botocore.exceptions import ClientError
 
+from asyncsink import connections
 from asyncsink.errors import DurableError, FencedError
 from asyncsink.masking import mask_url
 from asyncsink.stores.base import (
@@ -116,10 +117,13 @@ class DynamoDBStore(RecordStore):
         self._table = table
         self._region = region
         self._endpoint_url = endpoint_url
-        config = Config(
+        config = AioConfig(
             connect_timeout=connect_timeout,
             read_timeout=read_timeout,
             retries={"mode": "standard", "max_attempts": max_attempts},
+            # A connection a server may be closing is not reused (a reset write waits
+            # for botocore's backoff before it is retried).
+            connector_args={"keepalive_timeout": connections.IDLE_CONNECTION_S},
         )
         self._db = TableClient(
             table, region, endpoint_url, credentials, create_table=create_table, config=config

@@ -11,21 +11,25 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import pytest
 from botocore.exceptions import ClientError
 
+from asyncsink import connections
 from asyncsink.errors import DurableError, FencedError
 from asyncsink.stores import RecordStore, Scope, open_store
 from asyncsink.stores.dynamodb import MAX_ITEM_BYTES, AwsCredentials, DynamoDBStore, _chunks
 from asyncsink.stores.dynamodb_client import _is_conflict
+from tests.servers.idle_proxy import IdleResettingProxy
 from tests.stores.conformance import StoreConformance
 
 KEY_ID = "AKIDEXAMPLESTORE0001"
 SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYSECRETKEY"
 CREDENTIALS = AwsCredentials(KEY_ID, SECRET, "session-token-value")
 SCOPE = Scope("dyn", 1, 0)
+SERVER_IDLE_S = 0.5
 
 
 def _store(endpoint: str, **options: Any) -> DynamoDBStore:
@@ -349,3 +353,35 @@ async def test_seal_with_puts_beyond_one_transaction_writes_them_all(moto_endpoi
             await store.seal(Scope("dyn", 2, 0), {"huge": b"x" * MAX_ITEM_BYTES}, drop_prefixes=())
         assert await store.load(Scope("dyn", 2, 0)) is None
     assert state is not None and state.completed and dict(state.records) == puts
+
+
+async def _take_pause_load(endpoint: str) -> int:
+    """A take, a pause longer than the server keeps idle connections, a load: how many
+    requests the server reset for arriving on a connection idle past its timeout."""
+    port = urlsplit(endpoint).port
+    assert port is not None
+    with IdleResettingProxy(port, SERVER_IDLE_S) as proxy:
+        async with _store(proxy.url().rstrip("/")) as store:
+            epoch = (await store.take(SCOPE)).epoch
+            await anyio.sleep(SERVER_IDLE_S + 0.3)
+            state = await store.load(SCOPE)
+    assert state is not None and state.epoch == epoch
+    return proxy.resets
+
+
+@pytest.mark.emulator
+@pytest.mark.anyio
+async def test_connections_idle_past_the_limit_are_replaced_not_reused(
+    dynalite_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(connections, "IDLE_CONNECTION_S", SERVER_IDLE_S / 2)
+    assert await _take_pause_load(dynalite_endpoint) == 0
+
+
+@pytest.mark.emulator
+@pytest.mark.anyio
+async def test_a_connection_reused_after_the_server_timeout_is_reset_and_retried(
+    dynalite_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(connections, "IDLE_CONNECTION_S", 60.0)
+    assert await _take_pause_load(dynalite_endpoint) >= 1  # and botocore's retry succeeded
