@@ -26,7 +26,8 @@ request can take beyond ``maxRetries`` and ``requestTimeoutMs``. botocore's clie
 parameter validation is off too: the writer builds every record within the PutRecords
 limits already (key lengths, record and request sizes), and it costs a tenth of the CPU.
 A pooled connection idle for longer than ``asyncsink.connections.IDLE_CONNECTION_S`` is not
-reused, so that a server closing it (kinesalite after 5 s) never resets a request.
+reused: no request goes out on a connection the server may be closing (kinesalite closes
+idle ones after 5 s).
 """
 
 from __future__ import annotations
