@@ -149,6 +149,12 @@ def _field(row: Mapping[str, Any], name: str, role: str) -> Any:
         raise ValueError(f"{role} field {name!r} is missing (the row's fields: {names})") from None
 
 
+def _payload_hash(data: bytes) -> str:
+    """The partition key of ``partitionKeyMode=hash``: a digest of the record's data, the
+    same on every replay of the row."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
 def _key_text(value: Any, what: str) -> str:
     if value is None:
         raise ValueError(f"{what} is null")
@@ -218,8 +224,7 @@ class RecordConverter:
         if mode == "fixed":
             keys = [self._fixed_key] * len(datas)
         elif mode == "hash":
-            blake2b = hashlib.blake2b
-            keys = [blake2b(data, digest_size=16).hexdigest() for data in datas]
+            keys = list(map(_payload_hash, datas))
         else:
             name = self._key_fields[0]
             values = [row.get(name) for row in rows]
@@ -250,7 +255,7 @@ class RecordConverter:
     def _partition_key(self, element: Any, row: Mapping[str, Any], data: bytes) -> str:
         mode = self._mode
         if mode == "hash":
-            return hashlib.blake2b(data, digest_size=16).hexdigest()
+            return _payload_hash(data)
         if mode == "field":
             return "|".join(
                 _key_text(_field(row, name, "partition key"), f"partition key field {name!r}")
