@@ -5,7 +5,7 @@ reference.
 
     asyncsink demo [--rows N] [--sink http|kinesis|elasticsearch] [--no-kill] ...
     asyncsink records list sqlite:///path/records.db
-    asyncsink options [SINK] [--markdown] [--write-readme [PATH]]
+    asyncsink options [SINK] [--markdown] [--write-readme [PATH] | --check-readme [PATH]]
 
 Exit codes: 0 done, 1 failed (the demo lost or duplicated rows, a README is out of date),
 2 bad usage (an unknown command, sink or option).

@@ -359,7 +359,11 @@ class SinkOptions(Options):
         10, minimum=0, doc="Attempts after the first before an entry fails the barrier."
     )
     initial_backoff_ms: int = option(
-        100, kind="duration", minimum=0, doc="Backoff before the first retry (doubles each time)."
+        100,
+        kind="duration",
+        minimum=0,
+        doc="Longest wait before the first retry; the bound doubles with each retry, and "
+        "each wait is drawn at random below it (full jitter).",
     )
     max_backoff_ms: int = option(
         10_000,

@@ -37,11 +37,18 @@ digest alike; ``functools.partial`` arguments count, the instance of a bound met
 not. Arguments that cannot be encoded raise ``TypeError`` before ``fn`` runs.
 
 **Outcomes.** Results are pickled (an unpicklable one raises ``DurableError`` and the call
-counts as unrecorded). An ``Exception`` from ``fn`` is recorded and re-raised; if it does
-not survive pickling, its type and message are kept and a replay raises ``DurableError``
-naming the type. ``BaseException`` subclasses (cancellation, interrupts) and ``DurableError`` are
-not outcomes: they propagate unrecorded. Records are unpickled on replay: trust the store
+counts as unrecorded). An ``Exception`` from ``fn`` is an outcome too: it is recorded and
+raised again on every later attempt, without calling ``fn``; if it does not survive
+pickling, its type and message are kept and a replay raises ``DurableError`` naming the
+type. Exceptions of the ``transient`` types a call names (a connection error, a timeout:
+a failure the next attempt should try again) are not outcomes, nor are ``BaseException``
+subclasses (cancellation, interrupts) and ``DurableError``: they propagate unrecorded,
+leaving the call as it was before ``fn`` ran (PENDING, or no record), so the next attempt
+asks its reconciler or calls ``fn`` again. Records are unpickled on replay: trust the store
 as much as the code.
+
+**Store.** Given a store URL instead of a ``RecordStore``, the context opens the store
+itself and closes it when it exits.
 
 **Write order.** The terminal record is durable before ``execute`` returns or raises. A
 PENDING record is written before ``fn`` runs only with a ``reconciler`` or
@@ -77,7 +84,8 @@ from anyio.from_thread import BlockingPortal
 
 from ..errors import CorruptRecordError, DurableError, FencedError
 from ..request import idempotency_key
-from ..stores.base import RecordStore, Scope
+from ..stores import open_store
+from ..stores.base import RecordStore, Scope, ScopeState
 from .records import FAILED, PENDING, SUCCEEDED, load_json_object
 
 __all__ = [
@@ -97,6 +105,7 @@ log = logging.getLogger("asyncsink.durable")
 
 T = TypeVar("T")
 _Reconciler: TypeAlias = Callable[[str], Awaitable[T] | T]
+_Transient: TypeAlias = type[Exception] | tuple[type[Exception], ...]
 
 FN_PREFIX = "fn:"
 _FORMAT_VERSION = 1
@@ -250,6 +259,18 @@ def _error_of(exc: Exception) -> dict[str, str]:
     return error
 
 
+def _unrecorded(transient: _Transient) -> tuple[type[Exception], ...]:
+    """The exceptions of ``fn`` that are not outcomes: ``DurableError`` and the classes
+    of a call's ``transient`` argument (checked)."""
+    types = transient if isinstance(transient, tuple) else (transient,)
+    for kind in types:
+        if not (isinstance(kind, type) and issubclass(kind, Exception)):
+            raise TypeError(
+                f"transient: expected an Exception subclass or a tuple of them, got {kind!r}"
+            )
+    return (DurableError, *types)
+
+
 # ---------------------------------------------------------------------- the context
 
 
@@ -280,15 +301,17 @@ class DurableContext:
     code; the module docs give matching, arguments, outcomes and write order.
 
     Args:
-        store: where the records live.
+        store: where the records live: a ``RecordStore``, or a store URL (as for
+            ``recordStore``) for a store the context opens, and closes when it exits.
         scope: the share of work the calls belong to.
         epoch: join an attempt that already took ``scope`` at this epoch (e.g. a writer's
             call log: ``DurableContext(log.store, log.scope, epoch=log.epoch)``) instead of
             taking the scope anew, which would fence that attempt.
     """
 
-    def __init__(self, store: RecordStore, scope: Scope, *, epoch: int | None = None) -> None:
-        self.store = store
+    def __init__(self, store: RecordStore | str, scope: Scope, *, epoch: int | None = None) -> None:
+        self._owns_store = isinstance(store, str)
+        self.store = open_store(store) if isinstance(store, str) else store
         self.scope = scope
         self.epoch = 0
         self.completed = False
@@ -301,7 +324,9 @@ class DurableContext:
         self._counts = dict.fromkeys(("executed", "replayed", "reconciled", "dropped"), 0)
 
     @staticmethod
-    def sync(store: RecordStore, scope: Scope, *, epoch: int | None = None) -> SyncDurableContext:
+    def sync(
+        store: RecordStore | str, scope: Scope, *, epoch: int | None = None
+    ) -> SyncDurableContext:
         """The same context for plain code: ``with DurableContext.sync(store, scope) as ctx``."""
         return SyncDurableContext(DurableContext(store, scope, epoch=epoch))
 
@@ -315,6 +340,15 @@ class DurableContext:
         """
         if self._open:
             raise RuntimeError("this DurableContext is already open")
+        try:
+            state = await self._take()
+        except BaseException:
+            await self._close_own_store()
+            raise
+        self.epoch, self.completed, self._open = state.epoch, state.completed, True
+        return self
+
+    async def _take(self) -> ScopeState:
         if self._join is None:
             state = await self.store.take(self.scope)
         else:
@@ -331,11 +365,15 @@ class DurableContext:
                 if key != fn_key(record.index):
                     raise CorruptRecordError(self.scope, key, f"holds call {record.index}")
                 self._records[record.index] = record
-        self.epoch, self.completed, self._open = state.epoch, state.completed, True
-        return self
+        return state
 
     async def __aexit__(self, *exc_info: object) -> None:
         self._open = False
+        await self._close_own_store()
+
+    async def _close_own_store(self) -> None:
+        if self._owns_store:
+            await self.store.aclose()
 
     def statistics(self) -> DurableCallStatistics:
         """A frozen snapshot of what this context did so far."""
@@ -349,6 +387,7 @@ class DurableContext:
         *args: Any,
         reconciler: _Reconciler[T] | None = None,
         pending: bool = False,
+        transient: _Transient = (),
         **kwargs: Any,
     ) -> T: ...
     @overload
@@ -359,6 +398,7 @@ class DurableContext:
         *args: Any,
         reconciler: _Reconciler[T] | None = None,
         pending: bool = False,
+        transient: _Transient = (),
         **kwargs: Any,
     ) -> T: ...
     async def execute_async(
@@ -368,6 +408,7 @@ class DurableContext:
         *args: Any,
         reconciler: _Reconciler[Any] | None = None,
         pending: bool = False,
+        transient: _Transient = (),
         **kwargs: Any,
     ) -> Any:
         """Run ``fn(*args, **kwargs)`` once for the scope; return (or raise) what it did.
@@ -375,7 +416,10 @@ class DurableContext:
         ``fn`` may be sync or async (an awaitable result is awaited). ``reconciler(key)``
         settles a call an earlier attempt left PENDING: it returns the result the call
         had, or raises ``LookupError`` to have ``fn`` run again. Giving a reconciler, or
-        ``pending=True``, makes the call write PENDING before ``fn`` runs.
+        ``pending=True``, makes the call write PENDING before ``fn`` runs. An exception of
+        a ``transient`` type (an exception class or a tuple of them) is raised without
+        being recorded: the next attempt runs the call again, where any other exception
+        would be raised again from its record.
 
         Raises:
             Exception: what ``fn`` raised, now or in the attempt that recorded it.
@@ -385,6 +429,7 @@ class DurableContext:
             DurableError: the store failed, the result cannot be pickled, or the recorded
                 exception could not be (its type is named).
         """
+        unrecorded = _unrecorded(transient)
         call = await self._begin(fn, args, kwargs, pending or reconciler is not None)
         if self._replays(call):
             return self._replay(call)
@@ -403,7 +448,7 @@ class DurableContext:
             value = fn(*args, **kwargs)
             if inspect.isawaitable(value):
                 value = await value
-        except DurableError:
+        except unrecorded:
             raise
         except Exception as exc:
             await self._fail(call, exc)
@@ -575,10 +620,12 @@ class SyncDurableContext:
         *args: Any,
         reconciler: Callable[[str], T] | None = None,
         pending: bool = False,
+        transient: _Transient = (),
         **kwargs: Any,
     ) -> T:
         """Run ``fn(*args, **kwargs)`` once for the scope, in this thread; the reconciler,
-        ``pending`` and what it raises are as for ``DurableContext.execute_async``.
+        ``pending``, ``transient`` and what it raises are as for
+        ``DurableContext.execute_async``.
 
         Raises:
             TypeError: ``fn`` is a coroutine function: use ``DurableContext`` for async code.
@@ -586,6 +633,7 @@ class SyncDurableContext:
         ctx, portal = self.context, self._running()
         if inspect.iscoroutinefunction(fn):
             raise TypeError(f"{function_id(fn)} is async: call it with execute_async")
+        unrecorded = _unrecorded(transient)
         call = portal.call(ctx._begin, fn, args, kwargs, pending or reconciler is not None)
         if ctx._replays(call):
             return cast(T, ctx._replay(call))
@@ -600,7 +648,7 @@ class SyncDurableContext:
         token = _current_key.set(call.key)
         try:
             value = fn(*args, **kwargs)
-        except DurableError:
+        except unrecorded:
             raise
         except Exception as exc:
             portal.call(ctx._fail, call, exc)

@@ -108,6 +108,89 @@ async def test_a_recorded_exception_is_raised_again_with_its_type() -> None:
     assert any("replayed from durable call 0" in note for note in caught.value.__notes__)
 
 
+async def test_a_transient_failure_is_not_recorded_and_the_retry_calls_again() -> None:
+    store, calls = MemoryStore(), Counter[str]()
+    reconciled: list[str] = []
+
+    def flaky(account: str) -> str:
+        calls[account] += 1
+        if calls[account] == 1:
+            raise ConnectionResetError(f"{account}: connection reset")
+        return f"posted {account}"
+
+    def time_out(account: str) -> None:
+        calls[account] += 1
+        raise TimeoutError(f"{account}: no answer")
+
+    def nothing_there(key: str) -> str:
+        reconciled.append(key)
+        raise LookupError(key)
+
+    async with DurableContext(store, SCOPE) as ctx:
+        with pytest.raises(ConnectionResetError):
+            await ctx.execute_async(flaky, "a0", transient=ConnectionError)
+        with pytest.raises(TimeoutError):  # not of the transient types: an outcome
+            await ctx.execute_async(time_out, "a1", transient=(ConnectionError,))
+        with pytest.raises(ConnectionResetError):
+            await ctx.execute_async(flaky, "a2", transient=(OSError,), reconciler=nothing_there)
+    state = await store.load(SCOPE)
+    assert state is not None
+    assert sorted(state.records) == ["fn:0000000001", "fn:0000000002"]
+    assert decode_fn_record(state.records["fn:0000000001"]).status == "FAILED"
+    assert decode_fn_record(state.records["fn:0000000002"]).status == "PENDING"
+
+    async with DurableContext(store, SCOPE) as ctx:
+        assert await ctx.execute_async(flaky, "a0", transient=ConnectionError) == "posted a0"
+        with pytest.raises(TimeoutError, match="a1: no answer"):
+            await ctx.execute_async(time_out, "a1", transient=(ConnectionError,))
+        second = await ctx.execute_async(
+            flaky, "a2", transient=(OSError,), reconciler=nothing_there
+        )
+    assert second == "posted a2"
+    assert calls == Counter({"a0": 2, "a1": 1, "a2": 2})
+    assert reconciled == [idempotency_key(f"{SCOPE}/fn", 2)]
+    state = await store.load(SCOPE)
+    assert state is not None
+    statuses = [decode_fn_record(state.records[f"fn:{i:010d}"]).status for i in range(3)]
+    assert statuses == ["SUCCEEDED", "FAILED", "SUCCEEDED"]
+
+
+async def test_transient_takes_exception_classes_only() -> None:
+    world = World()
+    async with DurableContext(MemoryStore(), SCOPE) as ctx:
+        for bad in ("ConnectionError", (ConnectionError, 3), KeyboardInterrupt):
+            with pytest.raises(TypeError, match="transient: expected an Exception subclass"):
+                await ctx.execute_async(world.charge, "a0", 1, transient=bad)  # type: ignore[arg-type]
+    assert not world.calls
+
+
+def test_a_context_given_a_store_url_opens_the_store_and_closes_it(tmp_path: Path) -> None:
+    url = f"sqlite://{tmp_path / 'calls.db'}"
+    world, failures = World(), Counter[str]()
+
+    def flaky(account: str) -> int:
+        failures[account] += 1
+        if failures[account] == 1:
+            raise TimeoutError(account)
+        return failures[account]
+
+    for expected in ([1, TimeoutError], [1, 2]):
+        outcome: list[Any] = []
+        with DurableContext.sync(url, SCOPE) as ctx:
+            outcome.append(ctx.execute(world.charge, "a0", 1)["charged"])
+            try:
+                outcome.append(ctx.execute(flaky, "a1", transient=TimeoutError))
+            except TimeoutError:
+                outcome.append(TimeoutError)
+        assert outcome == expected
+        assert ctx.context.store._conn is None  # type: ignore[attr-defined]
+    assert world.calls == Counter({"charge:a0": 1})
+    fenced = DurableContext.sync(url, SCOPE, epoch=99)
+    with pytest.raises(FencedError), fenced:  # a failed entry closes what it opened, too
+        pass
+    assert fenced.context.store._conn is None  # type: ignore[attr-defined]
+
+
 async def test_an_exception_that_cannot_be_rebuilt_replays_as_durable_error_naming_it() -> None:
     store, calls = MemoryStore(), Counter[str]()
 
