@@ -184,16 +184,36 @@ class ReplayMismatchError(DurableError):
 
     The records of a completed scope keep its entry count and a digest of its entries; a
     replay (a re-run with the same ``batchId``, a batch Spark runs again) whose input
-    differs cannot be delivered under the old identity without mixing two inputs."""
+    differs cannot be delivered under the old identity without mixing two inputs. A
+    replay that brings a partition its completed batch did not have is refused too
+    (``expected`` is then ``None`` and ``partitions`` says how many the batch had)."""
 
-    def __init__(self, scope: object, expected: tuple[int, str], got: tuple[int, str]) -> None:
+    def __init__(
+        self,
+        scope: object,
+        expected: tuple[int, str] | None,
+        got: tuple[int, str] | None,
+        *,
+        partitions: int | None = None,
+    ) -> None:
         self.scope = scope
         self.expected = expected
         self.got = got
+        self.partitions = partitions
         sink, *_ = str(scope).split("/")
+        if expected is not None and got is not None:
+            what = (
+                f"was completed with {expected[0]} entries (digest {expected[1]}) but is "
+                f"replayed with {got[0]} entries (digest {got[1]})"
+            )
+        else:
+            what = (
+                f"is new to a batch that was completed with {partitions} "
+                f"partition{'s' if partitions != 1 else ''} (the rows now come in other "
+                "partitions, or more of them)"
+            )
         super().__init__(
-            f"scope {scope} (sink id {sink!r}) was completed with {expected[0]} entries "
-            f"(digest {expected[1]}) but is replayed with {got[0]} entries (digest {got[1]}): "
+            f"scope {scope} (sink id {sink!r}) {what}: "
             "the input of a committed run changed. Nothing was sent. To deliver the new "
             "input, give it a new run (another batchId, or none for a fresh run id) or a new "
             f"sinkId, or purge the old records (asyncsink records purge STORE_URL {sink})"

@@ -35,7 +35,7 @@ import anyio
 import orjson
 
 from ..durable.calls import FN_PREFIX, decode_fn_record
-from ..durable.completion import SUMMARY_KEY, ScopeSummary
+from ..durable.completion import BATCH_KEY, SUMMARY_KEY, CompletedBatch, ScopeSummary
 from ..durable.records import decode_record, load_json_object, to_ranges
 from ..errors import DurableError
 from ..stores import RecordStore, Scope, ScopeInfo, default_store_url, open_store
@@ -256,6 +256,8 @@ async def _show(store: RecordStore, args: argparse.Namespace) -> int:
     for key, data in sorted(state.records.items()):
         if key == SUMMARY_KEY:
             print(f"summary: {_summary(data)}")
+        elif key == BATCH_KEY:
+            print(f"batch: {_batch(data)}")
         elif key.startswith(_CALL_PREFIX):
             calls.append(_call_row(key, data))
         elif key.startswith(FN_PREFIX):
@@ -283,6 +285,15 @@ def _summary(data: bytes) -> str:
     except ValueError as exc:
         return f"CORRUPT, cannot be decoded: {_clip(str(exc))}"
     return f"{entries} entries, digest {digest}" + (f", completed by {by}" if by else "")
+
+
+def _batch(data: bytes) -> str:
+    """What partition 0's scope keeps of its completed batch."""
+    try:
+        partitions = CompletedBatch.decode(data).partitions
+    except ValueError as exc:
+        return f"CORRUPT, cannot be decoded: {_clip(str(exc))}"
+    return f"completed with {partitions} partition{'s' if partitions != 1 else ''}"
 
 
 def _call_row(key: str, data: bytes) -> list[str]:

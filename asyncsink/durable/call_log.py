@@ -38,7 +38,14 @@ from ..errors import CorruptRecordError, DurableError, ReplayMismatchError
 from ..recording import Reconciler, Released, Serializer
 from ..request import CallInfo, idempotency_key
 from ..stores.base import RecordStore, Scope
-from .completion import SUMMARY_KEY, ScopeDigest, ScopeSummary, complete_scopes
+from .completion import (
+    CALL_LOG_PREFIXES,
+    SUMMARY_KEY,
+    CompletedBatch,
+    ScopeDigest,
+    ScopeSummary,
+    complete_scopes,
+)
 from .records import (
     FAILED,
     PENDING,
@@ -59,6 +66,10 @@ _CALL_PREFIX = "call:"
 
 def _key(call_id: int) -> str:
     return f"{_CALL_PREFIX}{call_id:010d}"
+
+
+def _is_call_log_key(key: str) -> bool:
+    return key.startswith(CALL_LOG_PREFIXES)
 
 
 class CallLog:
@@ -114,6 +125,7 @@ class CallLog:
 
         Raises:
             CorruptRecordError: a stored record cannot be decoded (scope, call, reason).
+            ReplayMismatchError: the scope is new to a batch that was completed without it.
             DurableError: the store cannot be reached.
         """
         self._serialize = serialize
@@ -124,6 +136,11 @@ class CallLog:
             self._completed_as = self._decode_summary(state.records.get(SUMMARY_KEY))
             log.info("%s: completed by an earlier run; nothing will be sent", self.scope)
             return
+        if self.scope.partition_id > 0 and not any(map(_is_call_log_key, state.records)):
+            # A new scope: unless its batch was completed without it.
+            batch = await CompletedBatch.of(self.store, self.scope)
+            if batch is not None:
+                raise ReplayMismatchError(self.scope, None, None, partitions=batch.partitions)
         next_call = 0
         for key, data in state.records.items():
             if key == _META_KEY:

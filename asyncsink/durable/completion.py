@@ -12,6 +12,13 @@ A replay of a sealed scope (Spark re-running a batch whose commit it did not rec
 re-run with the same ``batchId``) sends nothing; its writer still digests its input and
 raises ``ReplayMismatchError`` when it differs from the summary.
 
+A replay may also bring partitions the batch did not have (the same rows cut into more
+partitions, or more rows): their scopes are new, with no summary to compare. So the
+batch itself is sealed too: partition 0's scope, sealed last, keeps a ``batch`` record
+with how many partitions the batch completed, and a writer whose scope is new reads it
+before it sends anything (``CompletedBatch``): a new scope in a completed batch means the
+input of a committed run changed.
+
 The digest is the sum, modulo 2**64, of the CRC-32 of every entry the scope settled
 (acknowledged, skipped as delivered before, or dead-lettered after the destination
 rejected it), so it is summed from the CRCs the call records already hold, whatever order
@@ -22,23 +29,28 @@ row does not.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import orjson
 
+from ..errors import CorruptRecordError
 from ..stores.base import RecordStore, Scope
 from .records import load_json_object
 
 __all__ = [
+    "BATCH_KEY",
     "CALL_LOG_PREFIXES",
     "SUMMARY_KEY",
+    "CompletedBatch",
     "ScopeDigest",
     "ScopeSummary",
     "complete_scopes",
 ]
 
 SUMMARY_KEY = "summary"
+BATCH_KEY = "batch"  # in partition 0's scope: the batch as a whole completed
 CALL_LOG_PREFIXES = ("call:", "meta")  # what sealing drops; durable calls (fn:) stay
 _MASK = (1 << 64) - 1
 
@@ -89,8 +101,49 @@ class ScopeSummary:
         return entries, digest
 
 
+@dataclass(frozen=True, slots=True)
+class CompletedBatch:
+    """What partition 0's scope keeps of its batch once Spark committed it: how many
+    partitions completed (numbered 0 to ``partitions - 1``)."""
+
+    partitions: int
+
+    def encode(self) -> bytes:
+        return orjson.dumps({"v": 1, "partitions": self.partitions})
+
+    @staticmethod
+    def decode(data: bytes) -> CompletedBatch:
+        """Raises:
+        ValueError: the bytes are not a completed batch (the message says why)."""
+        body = load_json_object(data)
+        partitions = body.get("partitions")
+        if not isinstance(partitions, int) or partitions < 1:
+            raise ValueError(f"not a completed batch: {body!r:.200}")
+        return CompletedBatch(partitions)
+
+    @staticmethod
+    async def of(store: RecordStore, scope: Scope) -> CompletedBatch | None:
+        """The completed batch ``scope`` belongs to, or ``None`` while it is not.
+
+        Raises:
+            CorruptRecordError: the batch record cannot be decoded.
+        """
+        first = dataclasses.replace(scope, partition_id=0)
+        data = await store.load_record(first, BATCH_KEY)
+        if data is None:
+            return None
+        try:
+            return CompletedBatch.decode(data)
+        except ValueError as exc:
+            raise CorruptRecordError(first, BATCH_KEY, str(exc)) from exc
+
+
 async def complete_scopes(
-    store: RecordStore, summaries: Iterable[ScopeSummary], *, completed_by: str = ""
+    store: RecordStore,
+    summaries: Iterable[ScopeSummary],
+    *,
+    completed_by: str = "",
+    whole_batches: bool = False,
 ) -> int:
     """Seal each summary's scope COMPLETED, keeping only its summary; return how many.
     ``completed_by`` names what completed them (kept in the summary, for the records CLI).
@@ -98,13 +151,23 @@ async def complete_scopes(
     Call it once Spark committed the work of those scopes, never from a task. Sealing
     fences any attempt of the scope that still runs (a zombie, a speculative copy).
 
+    With ``whole_batches`` (Spark committed a batch: the summaries are every partition
+    of theirs), partition 0's scope of each batch is sealed last, with the batch's
+    ``CompletedBatch`` record.
+
     Raises:
         DurableError: the store cannot be written (the scopes stay replayable, call by
             call, so nothing is lost; the records are only larger than they need be).
     """
-    count = 0
-    for summary in summaries:
+    summaries = list(summaries)
+    batches: dict[Scope, int] = {}  # partition 0's scope of each batch: its partitions
+    for summary in summaries if whole_batches else ():
+        first = dataclasses.replace(summary.scope, partition_id=0)
+        batches[first] = max(batches.get(first, 0), summary.scope.partition_id + 1)
+    ordered = sorted(summaries, key=lambda summary: summary.scope in batches)
+    for summary in ordered:
         puts = {SUMMARY_KEY: summary.encode(completed_by)}
+        if summary.scope in batches:
+            puts[BATCH_KEY] = CompletedBatch(batches[summary.scope]).encode()
         await store.seal(summary.scope, puts, drop_prefixes=CALL_LOG_PREFIXES)
-        count += 1
-    return count
+    return len(ordered)

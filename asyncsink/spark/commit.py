@@ -142,7 +142,7 @@ async def _complete(
             # Nothing replays a fresh run once it committed: its records have done their job.
             await store.purge(sink_id, run=identity.run)
             return
-        await complete_scopes(store, summaries, completed_by=completed_by)
+        await complete_scopes(store, summaries, completed_by=completed_by, whole_batches=True)
         keep = durable.retain_batches
         if stream and keep and identity.batch_id - keep > 0:
             await store.purge(sink_id, run=identity.run, before_batch=identity.batch_id - keep)

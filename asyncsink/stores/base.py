@@ -119,6 +119,13 @@ class RecordStore(abc.ABC):
     async def load(self, scope: Scope) -> ScopeState | None:
         """Read ``scope`` without claiming it; ``None`` if the store has never seen it."""
 
+    async def load_record(self, scope: Scope, key: str) -> bytes | None:
+        """One record of ``scope`` without claiming it; ``None`` if the scope or the
+        record is missing. This default loads the whole scope; stores override it to read
+        the one record."""
+        state = await self.load(scope)
+        return None if state is None else state.records.get(key)
+
     @abc.abstractmethod
     async def put(
         self,

@@ -200,6 +200,18 @@ class DynamoDBStore(RecordStore):
             {item["sk"]["S"][len(RECORD_PREFIX) :]: bytes(item["v"]["B"]) for item in items[1:]},
         )
 
+    async def load_record(self, scope: Scope, key: str) -> bytes | None:
+        """One record of ``scope``, or ``None``: one consistent GetItem."""
+        response = await self._db.call(
+            "GetItem",
+            scope,
+            TableName=self._table,
+            Key=self._key(scope, RECORD_PREFIX + key),
+            ConsistentRead=True,
+        )
+        item = response.get("Item")
+        return None if item is None else bytes(item["v"]["B"])
+
     async def put(
         self,
         scope: Scope,

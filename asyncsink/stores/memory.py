@@ -109,6 +109,12 @@ class MemoryStore(RecordStore):
                 return None
             return ScopeState(slot.epoch, slot.completed, dict(slot.records))
 
+    async def load_record(self, scope: Scope, key: str) -> bytes | None:
+        """One record of ``scope``, or ``None``."""
+        with self._shelf.lock:
+            slot = self._shelf.slots.get(scope)
+            return None if slot is None else slot.records.get(key)
+
     async def put(
         self,
         scope: Scope,

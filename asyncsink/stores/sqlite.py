@@ -127,6 +127,14 @@ class SQLiteStore(RecordStore):
             records = self._records(conn, scope)
         return ScopeState(row[0], bool(row[1]), records)
 
+    async def load_record(self, scope: Scope, key: str) -> bytes | None:
+        """One record of ``scope``, or ``None``."""
+        with self._transaction("load_record", scope, write=False) as conn:
+            row = conn.execute(
+                f"SELECT value FROM records WHERE {_WHERE_SCOPE} AND key = ?", (*_key(scope), key)
+            ).fetchone()
+        return None if row is None else bytes(row[0])
+
     async def put(
         self,
         scope: Scope,

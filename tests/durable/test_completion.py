@@ -3,10 +3,26 @@ by entry, and after it a replay must bring the same input."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from asyncsink import CallLog, DeadLetter, DeadLetterError, ReplayMismatchError, Scope
-from asyncsink.durable.completion import SUMMARY_KEY, ScopeDigest, ScopeSummary, complete_scopes
+from asyncsink import (
+    CallLog,
+    CorruptRecordError,
+    DeadLetter,
+    DeadLetterError,
+    ReplayMismatchError,
+    Scope,
+)
+from asyncsink.durable.completion import (
+    BATCH_KEY,
+    SUMMARY_KEY,
+    CompletedBatch,
+    ScopeDigest,
+    ScopeSummary,
+    complete_scopes,
+)
 from asyncsink.stores.memory import MemoryStore
 
 from .harness import SCOPE, Crash, CrashingStore, Destination, EntryWriter, options, run_attempt
@@ -182,3 +198,54 @@ async def test_a_failing_dead_letter_target_fails_the_task_and_the_retry_settles
     assert {letter.record.decode() for letter in letters} == rejected
     assert set(destination.applied) == set(ENTRIES) - rejected
     assert destination.duplicates() == 0
+
+
+async def test_a_partition_new_to_a_completed_batch_is_refused_before_it_sends() -> None:
+    """The same rows cut into more partitions: the new partition's scope has no summary to
+    compare, but its batch was completed without it (hazard 7)."""
+    store = MemoryStore()
+    parts = [dataclasses.replace(SCOPE, partition_id=p) for p in range(2)]
+    summaries = []
+    for scope, half in zip(parts, (ENTRIES[:50], ENTRIES[50:]), strict=True):
+        call_log = CallLog(store, scope)
+        async with EntryWriter(Destination(), options=options(), call_log=call_log) as writer:
+            await writer.write_all(half)
+        summaries.append(call_log.summary())
+    await complete_scopes(store, summaries, whole_batches=True)
+    first = await store.load(parts[0])
+    assert first is not None and CompletedBatch.decode(first.records[BATCH_KEY]).partitions == 2
+    again = Destination()
+    new_scope = dataclasses.replace(SCOPE, partition_id=2)
+    with pytest.raises(ReplayMismatchError) as caught:
+        await run_attempt(store, again, ENTRIES[60:], scope=new_scope)
+    assert again.applied == []
+    assert f"scope {new_scope}" in str(caught.value)
+    assert "is new to a batch that was completed with 2 partitions" in str(caught.value)
+    assert "Nothing was sent" in str(caught.value)
+    # the partitions the batch had still replay as before: nothing sent, nothing refused
+    writer = await run_attempt(store, again, ENTRIES[50:], scope=parts[1])
+    assert again.applied == [] and writer.statistics().skipped == 50
+
+
+async def test_scopes_completed_one_by_one_leave_their_batch_open_to_new_partitions() -> None:
+    """``CallLog.complete`` (and ``complete_scopes`` without ``whole_batches``) cannot
+    know the batch is whole: another partition of it may start later."""
+    store = MemoryStore()
+    await run_attempt(store, Destination(), ENTRIES[:50])  # partition 0, completed alone
+    later = Destination()
+    scope = dataclasses.replace(SCOPE, partition_id=1)
+    writer = await run_attempt(store, later, ENTRIES[50:], scope=scope)
+    assert sorted(later.applied) == sorted(ENTRIES[50:])
+    assert writer.statistics().delivered == 50
+    state = await store.load(dataclasses.replace(SCOPE, partition_id=0))
+    assert state is not None and BATCH_KEY not in state.records
+
+
+async def test_a_corrupt_batch_record_fails_a_new_partition_naming_it() -> None:
+    store = MemoryStore()
+    first = dataclasses.replace(SCOPE, partition_id=0)
+    await store.seal(first, {BATCH_KEY: b'{"v": 1, "partitions": "two"}'}, drop_prefixes=())
+    with pytest.raises(CorruptRecordError, match=f"scope {first}: record 'batch'"):
+        await run_attempt(
+            store, Destination(), ENTRIES, scope=dataclasses.replace(SCOPE, partition_id=3)
+        )

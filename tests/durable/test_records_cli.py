@@ -127,7 +127,9 @@ def add_runs(url: str) -> None:
             epoch = (await store.take(running)).epoch
             await store.put(running, epoch, {"fn:0000000000": b"{}", "other": b"1"})
             sealed = ScopeSummary(Scope("orders", 3, 0, "q-2"), 5, "ab" * 16)
-            await complete_scopes(store, [sealed], completed_by="batch 3 commit")
+            await complete_scopes(
+                store, [sealed], completed_by="batch 3 commit", whole_batches=True
+            )
 
     anyio.run(fill)
 
@@ -143,7 +145,7 @@ def test_scopes_of_runs_are_listed_shown_and_purged_by_run(
         ["orders/1/0", "q-1", "1", "no", "2"],
         ["orders/2/0", "-", "2", "no", "6"],
         ["orders/2/1", "-", "1", "no", "2"],
-        ["orders/3/0", "q-2", "1", "yes", "1"],
+        ["orders/3/0", "q-2", "1", "yes", "2"],
     ]
     assert main(["list", url, "--run", "q-1"]) == 0
     assert [row[:2] for row in lines(capsys.readouterr().out)[1:]] == [["orders/1/0", "q-1"]]
@@ -156,8 +158,9 @@ def test_scopes_of_runs_are_listed_shown_and_purged_by_run(
 
     assert main(["show", url, "orders", "3", "0", "--run", "q-2"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("scope orders/q-2/3/0: epoch 1, COMPLETED, 1 records")
+    assert out.startswith("scope orders/q-2/3/0: epoch 1, COMPLETED, 2 records")
     assert f"summary: 5 entries, digest {'ab' * 16}, completed by batch 3 commit" in out
+    assert "batch: completed with 1 partition\n" in out
     assert main(["show", url, "orders", "3", "0"]) == 1
     err = capsys.readouterr().err
     assert "no scope orders/3/0" in err

@@ -115,6 +115,22 @@ def test_an_explicit_batch_id_deduplicates_a_rerun_and_refuses_changed_input(
     assert_exactly_once(server, 1000)
 
 
+@pytest.mark.parametrize("before, after", [(1, 3), (3, 1)], ids=["more", "fewer"])
+def test_a_rerun_of_a_batch_id_in_other_partitions_sends_nothing_and_fails(
+    spark: Any, server: FaultServer, tmp_path: Any, before: int, after: int
+) -> None:
+    """The same rows cut into more partitions bring scopes the completed run never had:
+    they are refused before they send, as the changed old ones are at their end."""
+    options = http_options(server, f"sqlite:///{tmp_path}/r.db")
+    foreach_partition(rows(spark, 900, before), "http", options, sink_id="cut", batch_id=5)
+    requests = server.stats().requests
+    with pytest.raises(Exception, match="ReplayMismatchError") as caught:
+        foreach_partition(rows(spark, 900, after), "http", options, sink_id="cut", batch_id=5)
+    assert "Nothing was sent" in str(caught.value)
+    assert server.stats().requests == requests
+    assert_exactly_once(server, 900)
+
+
 def test_a_stream_restarted_on_a_new_checkpoint_delivers_everything_again(
     spark: Any, server: FaultServer, tmp_path: Any
 ) -> None:

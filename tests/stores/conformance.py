@@ -63,6 +63,19 @@ class StoreConformance:
         assert state is not None and state.epoch == 1
         assert await store.load(B) is None
 
+    async def test_load_record_reads_one_record_and_claims_nothing(
+        self, store: RecordStore
+    ) -> None:
+        assert await store.load_record(A, "summary") is None  # no scope
+        epoch = (await store.take(A)).epoch
+        assert await store.load_record(A, "summary") is None  # no record
+        await store.put(A, epoch, {"summary": b"\x00s", "summary2": b"other"})
+        assert await store.load_record(A, "summary") == b"\x00s"
+        assert await store.load_record(A_RUN1, "summary") is None  # another run
+        assert await store.load_record(B, "summary") is None  # another partition
+        await store.put(A, epoch, {"summary": b"new"})  # loading fenced nobody
+        assert await store.load_record(A, "summary") == b"new"
+
     async def test_take_returns_the_records_and_completed_flag_it_finds(
         self, store: RecordStore
     ) -> None:
