@@ -111,9 +111,11 @@ class KinesisOptions(Options):
     partition_key_mode: PartitionKeyMode = option(
         "auto",
         doc="How each record's partition key (and so its shard) is chosen: 'field' takes "
-        "partitionKeyField, 'fixed' uses partitionKey for every record, 'random' draws a new "
-        "UUID per record, 'hash' uses a digest of the payload (equal payloads share a shard, "
-        "and a replayed batch keys its records as before). 'auto' picks 'field' or 'fixed' "
+        "partitionKeyField, 'fixed' uses partitionKey for every record, 'random' spreads "
+        "records over the shards as random keys would, equal payloads included (each key "
+        "is a digest of the record's position in the task's input and its payload), 'hash' "
+        "uses a digest of the payload (equal payloads share a shard). 'random' and 'hash' "
+        "key a replayed batch's records as before. 'auto' picks 'field' or 'fixed' "
         "when that option is set, the partitionKeyFn when one is given, else 'hash'.",
     )
     partition_key_field: str | None = option(

@@ -155,6 +155,14 @@ def _payload_hash(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
+def _spread_key(position: int, data: bytes) -> str:
+    """The partition key of ``partitionKeyMode=random``: a digest of the record's position
+    in the writer's input and its data. Keys spread over the shards as random ones would,
+    equal payloads included, and a retried task that replays its rows keys them as before,
+    so that reconciling finds what a lost attempt stored."""
+    return hashlib.blake2b(data, digest_size=16, salt=position.to_bytes(16, "little")).hexdigest()
+
+
 def _key_text(value: Any, what: str) -> str:
     if value is None:
         raise ValueError(f"{what} is null")
@@ -184,6 +192,7 @@ class RecordConverter:
         self._key_fn: Callable[[Any], Any] | None = options.partition_key_fn
         self._hash_key_field = options.explicit_hash_key_field
         self._payload_field = options.payload_field
+        self._position = 0  # of the next record, for 'random' keys
 
     def __call__(self, element: Any) -> KinesisEntry:
         """The record for ``element``.
@@ -264,7 +273,8 @@ class RecordConverter:
         if mode == "fixed":
             return self._fixed_key
         if mode == "random":
-            return uuid.uuid4().hex
+            self._position += 1
+            return _spread_key(self._position, data)
         assert self._key_fn is not None
         return _key_text(self._key_fn(element), "the partition key from partitionKeyFn")
 

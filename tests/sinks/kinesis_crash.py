@@ -40,20 +40,22 @@ def rows(count: int) -> list[dict[str, Any]]:
 
 
 def spark_options(settings: Mapping[str, Any]) -> dict[str, Any]:
+    extra = settings.get("options", {})
+    keys = {} if "partitionKeyMode" in extra else {"partitionKeyField": "id"}
     return {
+        **keys,
         "streamName": settings["stream"],
         "endpointUrl": settings["endpoint"],
         "region": REGION,
         "awsAccessKeyId": CREDENTIALS["aws_access_key_id"],
         "awsSecretAccessKey": CREDENTIALS["aws_secret_access_key"],
-        "partitionKeyField": "id",
         "maxBatchSize": "50",
         "maxInFlightRequests": "4",
         "requestTimeoutMs": "2s",
         "reconcileClockSkewMs": "300ms",
         "initialBackoffMs": "5",
         "maxBackoffMs": "50",
-        **settings.get("options", {}),
+        **extra,
     }
 
 

@@ -47,6 +47,7 @@ from asyncsink.sinks.kinesis import (
     translate_error,
 )
 from asyncsink.sinks.kinesis.clients import open_client_count
+from asyncsink.sinks.kinesis.shards import hash_key
 from tests.core.test_connections import closed_port
 
 pytestmark = pytest.mark.anyio
@@ -301,8 +302,14 @@ def test_partition_keys_follow_the_mode() -> None:
     by_fn, _ = fake_writer(partition_key_fn=lambda r: r["city"].upper())
     assert by_fn.convert(row).partition_key == "PARIS"
     random_keys, _ = fake_writer(partition_key_mode="random")
-    keys = {random_keys.convert(row).partition_key for _ in range(100)}
-    assert len(keys) == 100 and all(len(key) == 32 for key in keys)
+    spread = [random_keys.convert(row) for _ in range(100)]
+    assert len({e.partition_key for e in spread}) == 100
+    assert all(len(e.partition_key) == 32 for e in spread)
+    retried, _ = fake_writer(partition_key_mode="random")  # a retry replays the rows
+    again = [retried.convert(dict(row)).partition_key for _ in range(100)]
+    assert again == [e.partition_key for e in spread]
+    shards = Counter(hash_key(entry) * 4 >> 128 for entry in spread)  # of four
+    assert len(shards) == 4 and min(shards.values()) >= 10, "equal payloads spread out"
     hashed, _ = fake_writer()
     assert hashed.kinesis.resolved_partition_key_mode == "hash"
     first, again = hashed.convert(row), hashed.convert(dict(row))

@@ -418,15 +418,28 @@ def assert_each_row_once(ids: list[str], count: int) -> None:
 @pytest.mark.emulator
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize(
-    ("point", "at"), [("before_send", 12), ("after_apply", 12), ("before_succeeded", 10)]
+    ("point", "at", "keys"),
+    [
+        ("before_send", 12, "id"),
+        ("after_apply", 12, "id"),
+        ("before_succeeded", 10, "id"),
+        ("after_apply", 12, "random"),  # spread keys: the retry draws the same ones
+    ],
 )
 async def test_a_writer_killed_with_calls_in_flight_is_replayed_without_loss_or_duplicates(
-    admin: Any, stream: str, crash: Crash, point: str, at: int, caplog: pytest.LogCaptureFixture
+    admin: Any,
+    stream: str,
+    crash: Crash,
+    point: str,
+    at: int,
+    keys: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     stop = anyio.Event()
+    extra = {"options": {"partitionKeyMode": "random"}} if keys == "random" else {}
     async with anyio.create_task_group() as tg:
         tg.start_soon(other_producer, admin, stream, stop)
-        settings = await crash(point, at)
+        settings = await crash(point, at, **extra)
         caplog.set_level(logging.INFO, logger="asyncsink.kinesis")
         writer = await replay(settings)
         stop.set()
