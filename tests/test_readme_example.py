@@ -145,3 +145,19 @@ def test_the_spark_factory_builds_the_writer_from_spark_options(
     # what foreach_batch("webhook_spark:create_writer", ...) checks on the driver
     spec = SinkSpec("webhook_spark:create_writer", {"url": server.ingest_url, "sinkId": "w"})
     assert type(spec.build()).__name__ == "WebhookWriter"
+
+
+def test_the_without_spark_example_delivers_once_and_a_rerun_sends_nothing(
+    tmp_path: Path, server: FaultServer
+) -> None:
+    (block,) = [b for b in code_blocks("Use it from Spark") if "sink_factory" in b]
+    store = "sqlite:///var/lib/orders/records.db"
+    assert store in block
+    namespace: dict[str, Any] = {}
+    exec(block.replace(store, f"sqlite://{tmp_path / 'records.db'}"), namespace)  # noqa: S102
+    rows = [{"id": f"o{i}", "amount": i} for i in range(1500)]
+    first = anyio.run(namespace["deliver"], rows, server.ingest_url)
+    again = anyio.run(namespace["deliver"], rows, server.ingest_url)
+    assert (first.delivered, again.delivered, again.skipped) == (1500, 0, 1500)
+    ids = server.applied_ids()
+    assert sorted(ids) == sorted(row["id"] for row in rows)

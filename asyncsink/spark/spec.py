@@ -52,8 +52,10 @@ class DurableOptions(Options):
         None,
         kind="str",
         doc="Where call records live: sqlite:///path.db (one machine), dynamodb://table"
-        "?region=... (clusters) or memory://name (tests). The default is a SQLite file "
-        "private to the user: $XDG_STATE_HOME/asyncsink/records.db, else "
+        "?region=... (clusters; also endpoint_url=... for another endpoint, and "
+        "create_table=false to use an existing table only; credentials come from the AWS SDK's "
+        "default chain) or memory://name (tests). The default is a SQLite file private to "
+        "the user: $XDG_STATE_HOME/asyncsink/records.db, else "
         "~/.local/state/asyncsink/records.db.",
     )
     batch_id: int | None = option(

@@ -115,7 +115,10 @@ class TableClient:
         """A ``DurableError`` describing ``exc``, with every credential redacted."""
         if isinstance(exc, ClientError):
             error = exc.response.get("Error", {})
-            detail = f"{error.get('Code', 'unknown')}: {error.get('Message', '')}"
+            code, text = error.get("Code", "unknown"), error.get("Message", "")
+            detail = f"{code}: {text}" if text else code
+            if code == "UnknownOperationException":
+                detail += " (the endpoint does not implement this operation)"
             reasons = exc.response.get("CancellationReasons")
             if reasons:
                 detail += f" (reasons: {[reason.get('Code') for reason in reasons]})"

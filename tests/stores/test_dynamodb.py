@@ -247,6 +247,7 @@ async def test_an_unsupported_operation_is_a_durable_error_without_secrets(
             await store.put(SCOPE, epoch, {"k": b"v"})
     message = str(caught.value)
     assert "TransactWriteItems" in message and "UnknownOperationException" in message
+    assert "the endpoint does not implement this operation" in message
     assert KEY_ID not in message and SECRET not in message
     assert isinstance(caught.value.__cause__, ClientError)
 
