@@ -65,16 +65,18 @@ class DemoSettings:
 
     @property
     def kill_at_request(self) -> int:
-        """The request (counting re-sends) of the killed attempt that never leaves: the
-        tenth, or the partition's last when it has fewer, but after a first full window."""
+        """The request (counting re-sends) whose answer the killed attempt never records:
+        the tenth, or the partition's last when it has fewer, but after a first full
+        window."""
         per_partition = math.ceil(self.rows_per_batch / self.partitions / self.max_batch_size)
         return max(self.max_in_flight + 1, min(10, per_partition))
 
 
 @dataclass(frozen=True, slots=True)
 class KillInfo:
-    """The task the demo killed: where, how many of its requests had been acknowledged
-    and how many were in flight (sent, not yet answered) when it died."""
+    """The task the demo killed: where, how many of its requests had been acknowledged,
+    and how many were in flight (sent, not yet answered) when it died, just after one
+    more was answered (not yet recorded)."""
 
     batch_id: int | None
     partition: int
@@ -153,8 +155,9 @@ class DemoReport:
                 _line(
                     "task killed",
                     f"{where}partition {self.kill.partition}, attempt {self.kill.attempt}, with "
-                    f"{_n(self.kill.acknowledged, 'request')} acknowledged and "
-                    f"{self.kill.in_flight} in flight; Spark ran the task again",
+                    f"{_n(self.kill.acknowledged, 'request')} acknowledged, one more "
+                    f"answered but not yet recorded, and {self.kill.in_flight} in flight; "
+                    "Spark ran the task again",
                 )
             )
         elif self.kill_requested:

@@ -18,7 +18,8 @@ __all__ = ["KILL_AT_OPTION", "KILL_MARKER_OPTION", "SINK_OPTION", "create_demo_w
 SINK_OPTION = "demoSink"
 """Option of ``create_demo_writer``: the sink whose writer it builds (default ``http``)."""
 KILL_AT_OPTION = "demoKillAtRequest"
-"""Option of ``create_demo_writer``: kill the task as its request number N is about to leave."""
+"""Option of ``create_demo_writer``: kill the task when the answer to its request number N
+(or a later one) arrives, before the writer records it."""
 KILL_MARKER_OPTION = "demoKillMarker"
 """Option of ``create_demo_writer``: a file created at the kill, so that it happens once."""
 
@@ -35,11 +36,12 @@ def create_demo_writer(options: Mapping[str, Any], **kwargs: Any) -> AsyncSinkWr
     the other options.
 
     With ``demoKillAtRequest`` = N and ``demoKillMarker``, the first attempt of partition 0
-    kills its own Python worker with ``os._exit`` when its N-th request (counting re-sends)
-    is about to leave, provided an earlier one was acknowledged: the worker is lost
-    mid-partition, with some requests delivered and recorded, others delivered but not yet
-    known to be (their answers were on the way), and the rest never sent. The marker file is
-    created at the kill and says where it happened, so the kill happens once.
+    kills its own Python worker with ``os._exit`` when the destination answered (without
+    an error) its N-th request or a later one (counting re-sends), provided an earlier one
+    was acknowledged, before the writer records that answer: the worker is lost
+    mid-partition, with some requests delivered and recorded, one delivered that the
+    records still hold as PENDING, others in flight, and the rest never sent. The marker
+    file is created at the kill and says where it happened, so the kill happens once.
     """
     rest = dict(options)
     sink = _pop(rest, SINK_OPTION) or "http"
@@ -62,19 +64,20 @@ def _arm(writer: AsyncSinkWriter[Any, Any], at_request: int, marker: Path, parti
     started = acknowledged = in_flight = 0
 
     async def submit_or_die(entries: list[Any]) -> Any:
-        # The writer made the outcomes it has seen durable just before calling this.
         nonlocal started, acknowledged, in_flight
         started += 1
-        if started >= at_request and acknowledged:
-            detail = {"partition": partition, "attempt": 0, "acked": acknowledged,
-                      "in_flight": in_flight}  # fmt: skip
-            if _claim(marker, detail):
-                os._exit(1)  # no flush, no cleanup: as if the machine had gone away
+        number = started
         in_flight += 1
         try:
             result = await submit(entries)
         finally:
             in_flight -= 1
+        if number >= at_request and acknowledged:
+            # The destination holds this request; the call records still say PENDING.
+            detail = {"partition": partition, "attempt": 0, "acked": acknowledged,
+                      "in_flight": in_flight, "started": started}  # fmt: skip
+            if _claim(marker, detail):
+                os._exit(1)  # no flush, no cleanup: as if the machine had gone away
         acknowledged += 1
         return result
 

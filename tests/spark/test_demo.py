@@ -29,6 +29,10 @@ def test_demo_recovers_a_killed_task_without_loss_or_duplicates(spark: Any) -> N
     # the retry skipped what the killed attempt recorded as delivered and re-sent the
     # calls it left pending, with their idempotency keys
     assert report.writers.skipped + report.writers.resent_calls > 0, text
+    # the call it was killed in had reached the endpoint: its re-send was answered from
+    # the endpoint's idempotency store, not stored again
+    assert report.writers.resent_calls >= 1, text
+    assert re.search(r"\b[1-9][\d,]* repeated keys? answered", " ".join(text.split())), text
     assert report.writers.delivered + report.writers.skipped == 3000
     assert report.writers.retried > 0  # the injected faults were retried
     assert re.search(r"^  lost rows +0$", text, re.M), text
