@@ -259,8 +259,9 @@ def run_side(side: str, url: str, rows_in: range) -> int:
     return count
 
 
-def timed(server: FaultServer, side: SideProcess, count: int) -> float:
-    """One checked run: rows per second, as the side's process timed it."""
+def timed(server: FaultServer, side: SideProcess, count: int) -> tuple[float, float]:
+    """One checked run: rows per second, as the side's process timed it, and its CPU time
+    per row in microseconds (the side's process, its JVM and its Python workers)."""
     server.reset()
     run = side.run(count)
     stats = server.stats()
@@ -270,15 +271,16 @@ def timed(server: FaultServer, side: SideProcess, count: int) -> float:
             f"{side.name}: {run.sent} rows written of {count}; the endpoint holds "
             f"{stats.entries_received} ({stats.unique_ids} distinct) of {held}"
         )
-    return count / run.seconds
+    return count / run.seconds, run.cpu_seconds / count * 1e6
 
 
 def measure(
     server: FaultServer, sides: list[str], counts: dict[str, int], rounds: int
-) -> dict[str, list[int]]:
-    """Each side's rows/s in every round, after a warm-up run of each: a whole run, which
-    starts the side's Spark session (one at a time) and warms its JVM and Python workers,
-    as the runs of all sides warmed the one session they once shared."""
+) -> tuple[dict[str, list[int]], dict[str, list[float]]]:
+    """Each side's rows/s and CPU microseconds per row in every round, after a warm-up run
+    of each: a whole run, which starts the side's Spark session (one at a time) and warms
+    its JVM and Python workers, as the runs of all sides warmed the one session they once
+    shared."""
     with ExitStack() as stack:
         workers = {
             side: stack.enter_context(
@@ -292,7 +294,9 @@ def measure(
             run=lambda side: timed(server, workers[side], counts[side]),
             warm=lambda side: timed(server, workers[side], counts[side]),
         )
-    return {side: [round(rate) for rate in rates] for side, rates in runs.items()}
+    rates = {side: [round(rate) for rate, _ in results] for side, results in runs.items()}
+    cpu = {side: [round(us, 2) for _, us in results] for side, results in runs.items()}
+    return rates, cpu
 
 
 def comparisons(runs: dict[str, list[int]], latency_ms: float) -> list[dict[str, Any]]:
@@ -457,11 +461,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     started = time.monotonic()
     with FaultServer(Faults(latency_ms=args.latency_ms)) as server:
-        runs = measure(server, sides, counts, args.rounds)
+        runs, cpu = measure(server, sides, counts, args.rounds)
         print(f"\n{time.monotonic() - started:.0f} s in all ({load_average()})")
-        print(f"{'side':<52}{'rows per run':>14}{'rows/s: median (min-max)':>34}")
+        print(f"{'side':<52}{'rows per run':>14}{'rows/s: median (min-max)':>34}{'CPU us/row':>24}")
         for side in sides:
-            print(f"{label(side):<52}{counts[side]:>14,}{spread(runs[side]):>34}")
+            print(
+                f"{label(side):<52}{counts[side]:>14,}{spread(runs[side]):>34}"
+                f"{spread(cpu[side], 2):>34}"
+            )
+        print(
+            "(CPU: the side's process, its JVM and its Python workers; the endpoint, in a "
+            "process of its own, is not counted)"
+        )
         print(
             "(a request per row cannot write a million rows in reasonable time: each "
             "baseline writes a slice of the same rows, and the sides are compared by rows/s)"
@@ -488,6 +499,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 "rows": counts[side],
                 "rows_per_s": statistics.median(runs[side]),
                 "runs": runs[side],
+                "cpu_us_per_row": statistics.median(cpu[side]),
+                "cpu_runs": cpu[side],
             }
             for side in sides
         },

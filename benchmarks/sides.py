@@ -5,7 +5,8 @@ rows and their profiles.
 - ``rotating_rounds``: a warm-up run of each side, then rounds in rotating order, so that
   no side always runs first (or right after another);
 - ``SideProcess``: one side in a process of its own, kept for all its rounds, which times
-  each run itself and measures its own CPU time (user + system) during the run;
+  each run itself and measures its CPU time (user + system) during the run: its own, and
+  that of the processes it started (a Spark side's JVM and Python workers);
 - ``comparison``: asyncsink against a baseline: the ratio of the medians, and the median,
   minimum and maximum of each round's ratio (its sides ran back to back) as a check on
   noise; a target is a floor for rates and a ceiling for costs (``lower_is_better``);
@@ -113,9 +114,10 @@ class SideProcess:
     be importable by the spawned process (a module-level function of the script). The
     process builds its input itself (``inputs(count)``: by default ``make_entries``, the
     same for every side), times each run and takes its CPU time from
-    ``resource.getrusage`` of its own process, so neither the parent, the endpoint nor
-    another side is counted. A run that raises ends the process and raises
-    ``RuntimeError`` here with the side's name and the error.
+    ``resource.getrusage`` of its own process and its ended children, plus the CPU time
+    of its live descendants (``descendants_cpu``: a Spark side's JVM and Python workers),
+    so neither the parent, the endpoint nor another side is counted. A run that raises
+    ends the process and raises ``RuntimeError`` here with the side's name and the error.
     """
 
     def __init__(
@@ -184,12 +186,11 @@ def _side_main(
                 entries = inputs(count)
             batch = entries[:count]
             gc.collect()
-            before = resource.getrusage(resource.RUSAGE_SELF)
+            before = _own_cpu()
             started = time.perf_counter()
             done = runner(*args, *extra, batch)
             seconds = time.perf_counter() - started
-            after = resource.getrusage(resource.RUSAGE_SELF)
-            cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+            cpu = _own_cpu() - before
             sent, details = done if isinstance(done, tuple) else (done, {})
             conn.send(("ok", sent, seconds, cpu, dict(details)))
     except Exception as exc:
@@ -260,6 +261,40 @@ def load_average() -> str:
     """The machine's load average (1, 5 and 15 minutes) and its CPU count, for a table."""
     one, five, fifteen = os.getloadavg()
     return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} CPUs"
+
+
+def _own_cpu() -> float:
+    """CPU seconds of this process, its ended children and its live descendants."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    ended = resource.getrusage(resource.RUSAGE_CHILDREN)
+    used = own.ru_utime + own.ru_stime + ended.ru_utime + ended.ru_stime
+    return used + descendants_cpu(os.getpid())
+
+
+def descendants_cpu(root: int) -> float:
+    """CPU seconds used so far by the live descendants of process ``root``, with the
+    children they saw end (Linux ``/proc``; 0 elsewhere)."""
+    children: dict[int, list[int]] = defaultdict(list)
+    ticks: dict[int, int] = {}
+    try:
+        entries = [entry.name for entry in os.scandir("/proc") if entry.name.isdigit()]
+    except OSError:
+        return 0.0
+    for name in entries:
+        try:
+            with open(f"/proc/{name}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # ended while we looked
+        pid = int(name)
+        children[int(fields[1])].append(pid)
+        ticks[pid] = sum(int(value) for value in fields[11:15])  # utime stime cutime cstime
+    total, stack = 0, list(children.get(root, ()))
+    while stack:
+        pid = stack.pop()
+        total += ticks.get(pid, 0)
+        stack.extend(children.get(pid, ()))
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def machine() -> dict[str, Any]:
