@@ -463,7 +463,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     with FaultServer(Faults(latency_ms=args.latency_ms)) as server:
         runs, cpu = measure(server, sides, counts, args.rounds)
         print(f"\n{time.monotonic() - started:.0f} s in all ({load_average()})")
-        print(f"{'side':<52}{'rows per run':>14}{'rows/s: median (min-max)':>34}{'CPU us/row':>24}")
+        print(
+            f"{'side':<52}{'rows per run':>14}{'rows/s: median (min-max)':>34}"
+            f"{'CPU us/row: median (min-max)':>34}"
+        )
         for side in sides:
             print(
                 f"{label(side):<52}{counts[side]:>14,}{spread(runs[side]):>34}"
