@@ -138,6 +138,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         self._log_sync_scheduled = False
         self._scope = self._log.scope_name
         self._next_seq = 0
+        self._entry_position = 0  # of the element being converted
         self._flushing = 0
         self._fatal: BaseException | None = None
         self._exhausted = 0  # entries out of retries
@@ -173,6 +174,14 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
 
     # ------------------------------------------------------------------ the contract
 
+    @property
+    def entry_position(self) -> int:
+        """Inside ``convert``: the position of the element being converted in this
+        writer's input, counted from 0 (its entry sequence number in the scope, the same
+        whenever a retried task replays the input, however the element is converted);
+        inside ``convert_all``: the position of the run's first element."""
+        return self._entry_position
+
     @abc.abstractmethod
     def convert(self, element: InputT) -> EntryT:
         """Turn an input element (a Spark ``Row``, a dict...) into a request entry.
@@ -184,7 +193,8 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         """Convert a run of elements, one entry per element, in order.
 
         The writer converts what ``write_all`` is given in runs: lists, or slices of the
-        ``Sequence`` it was given. The default calls ``convert`` on each element.
+        ``Sequence`` it was given. The default calls ``convert`` on each element, at its
+        own ``entry_position``.
         Override it when a run converts faster at once. If
         it raises, the writer converts that run again one element at a time, with
         ``convert``, to report the bad record at its position.
@@ -194,8 +204,12 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         ``submit_request_entries`` as a slice of it (any other sequence is copied into
         a list).
         """
-        convert = self.convert
-        return [convert(element) for element in elements]
+        convert, first = self.convert, self._entry_position
+        entries = []
+        for offset, element in enumerate(elements):
+            self._entry_position = first + offset
+            entries.append(convert(element))
+        return entries
 
     @abc.abstractmethod
     def entry_size(self, entry: EntryT) -> int:
@@ -419,6 +433,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         if self._skip_all:
             self._skip_completed(seq, element)
             return False
+        self._entry_position = seq
         try:
             entry = self.convert(element)
         except Exception as exc:
@@ -477,6 +492,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         """An element of a scope completed by an earlier run: not sent, only digested (a
         bad record was dealt with by that run, and is not digested)."""
         self._written += 1
+        self._entry_position = seq
         try:
             entry = self.convert(element)
         except Exception:
@@ -491,6 +507,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         is a bad record)."""
         if self._log.recovering:
             return None
+        self._entry_position = self._next_seq
         try:
             entries = self.convert_all(elements)
         except Exception:

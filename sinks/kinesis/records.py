@@ -157,9 +157,10 @@ def _payload_hash(data: bytes) -> str:
 
 def _spread_key(position: int, data: bytes) -> str:
     """The partition key of ``partitionKeyMode=random``: a digest of the record's position
-    in the writer's input and its data. Keys spread over the shards as random ones would,
-    equal payloads included, and a retried task that replays its rows keys them as before,
-    so that reconciling finds what a lost attempt stored."""
+    in the writer's input (``AsyncSinkWriter.entry_position``) and its data. Keys spread
+    over the shards as random ones would, equal payloads included, and a retried task that
+    replays its rows keys them as before, so that reconciling finds what a lost attempt
+    stored."""
     return hashlib.blake2b(data, digest_size=16, salt=position.to_bytes(16, "little")).hexdigest()
 
 
@@ -192,10 +193,9 @@ class RecordConverter:
         self._key_fn: Callable[[Any], Any] | None = options.partition_key_fn
         self._hash_key_field = options.explicit_hash_key_field
         self._payload_field = options.payload_field
-        self._position = 0  # of the next record, for 'random' keys
 
-    def __call__(self, element: Any) -> KinesisEntry:
-        """The record for ``element``.
+    def __call__(self, element: Any, position: int = 0) -> KinesisEntry:
+        """The record for ``element``, at ``position`` in the writer's input.
 
         Raises:
             ValueError, TypeError: the element cannot become a record; the message names
@@ -203,7 +203,7 @@ class RecordConverter:
         """
         row = as_mapping(element)
         data = self._payload(row)
-        key = self._partition_key(element, row, data)
+        key = self._partition_key(element, row, data, position)
         if not 1 <= len(key) <= MAX_PARTITION_KEY_LENGTH:
             raise ValueError(
                 f"the partition key has {len(key)} characters; Kinesis takes 1 to "
@@ -261,7 +261,9 @@ class RecordConverter:
             f"payload field {name!r} holds {type(value).__name__}; expected bytes or text"
         )
 
-    def _partition_key(self, element: Any, row: Mapping[str, Any], data: bytes) -> str:
+    def _partition_key(
+        self, element: Any, row: Mapping[str, Any], data: bytes, position: int
+    ) -> str:
         mode = self._mode
         if mode == "hash":
             return _payload_hash(data)
@@ -273,8 +275,7 @@ class RecordConverter:
         if mode == "fixed":
             return self._fixed_key
         if mode == "random":
-            self._position += 1
-            return _spread_key(self._position, data)
+            return _spread_key(position, data)
         assert self._key_fn is not None
         return _key_text(self._key_fn(element), "the partition key from partitionKeyFn")
 

@@ -167,7 +167,7 @@ class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
 
     def convert(self, element: Any) -> KinesisEntry:
         """The Kinesis record for a ``Row``, dict or mapping (see ``KinesisOptions``)."""
-        return self._convert(element)
+        return self._convert(element, self.entry_position)
 
     def convert_all(self, elements: Sequence[Any]) -> Sequence[KinesisEntry]:
         """The records of a run: at once for plain dicts under the common options (see

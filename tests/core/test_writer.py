@@ -498,3 +498,33 @@ async def test_only_throttled_entries_shrink_the_window(throttled: bool) -> None
     stats = writer.statistics()
     assert stats.delivered == 100
     assert (stats.window < 160) is throttled
+
+
+class PositionedWriter(FakeWriter):
+    """Entries are ``(entry_position, element)``: where ``convert`` was told it is."""
+
+    def convert(self, element: Any) -> Any:
+        return (self.entry_position, super().convert(element))
+
+
+async def test_entry_position_is_the_elements_place_in_the_input_however_it_is_converted(
+    tmp_path: Any,
+) -> None:
+    elements: list[Any] = [f"e{i}" for i in range(30)]
+    elements[12] = {"unconvertible": True}  # the run is converted again one at a time
+
+    async def positions(one_at_a_time: bool) -> list[Any]:
+        destination = Destination()
+        options = SinkOptions(max_batch_size=7, dead_letter=str(tmp_path / f"{one_at_a_time}"))
+        async with PositionedWriter(destination, options=options) as writer:
+            if one_at_a_time:
+                for element in elements:
+                    await writer.write(element)
+            else:
+                await writer.write_all(elements[:20])
+                await writer.write_all(elements[20:])
+        return sorted(destination.accepted)
+
+    expected = [(i, f"e{i}") for i in range(30) if i != 12]
+    assert await positions(False) == expected
+    assert await positions(True) == expected
