@@ -57,8 +57,16 @@ starts and a trace of an interrupted call (without it the reconciler is never as
 Without it, a crash during ``fn`` leaves nothing and a retry runs ``fn`` again, and a
 fenced attempt learns it only when recording the outcome.
 
-**Idempotency key.** Call ``i`` has the key ``idempotency_key(f"{scope}/fn", i)`` on every
-attempt: ``current_key()`` returns it inside ``fn`` and the reconciler gets it.
+**Idempotency key.** Call ``i`` has the key ``call_key(scope, i, function, digest)`` on
+every attempt: ``current_key()`` returns it inside ``fn`` and the reconciler gets it. It
+depends on the function and the arguments digest too, so a call that takes the place of
+another (the code or its input changed) never gets the key the other one had.
+
+**Retrying in place.** When a call raised a ``transient`` exception and the next call to
+start is the same function with the same arguments, that one takes its number: a loop
+that tries it again in the same context makes it the same call ``i`` as an attempt where
+it succeeded at once. Any other call next keeps the numbering of an attempt where the
+failed call ran.
 """
 
 from __future__ import annotations
@@ -95,6 +103,7 @@ __all__ = [
     "FnRecord",
     "SyncDurableContext",
     "args_digest",
+    "call_key",
     "current_key",
     "decode_fn_record",
     "fn_key",
@@ -138,6 +147,12 @@ def function_id(fn: Callable[..., Any]) -> str:
         fn = fn.func
     target: Any = fn if hasattr(fn, "__qualname__") else type(fn)
     return f"{getattr(target, '__module__', None) or '?'}.{target.__qualname__}"
+
+
+def call_key(scope: Scope | str, index: int, function: str, digest: str) -> str:
+    """The idempotency key of durable call ``index`` of ``scope``, made by ``function``
+    (``function_id``) with arguments of digest ``digest`` (``args_digest``)."""
+    return idempotency_key(f"{scope}/fn", index, f"{function}({digest})".encode())
 
 
 def args_digest(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
@@ -316,9 +331,9 @@ class DurableContext:
         self.epoch = 0
         self.completed = False
         self._join = epoch
-        self._key_scope = f"{scope}/fn"
         self._records: dict[int, FnRecord] = {}
         self._next = 0
+        self._retry: tuple[int, str, str] | None = None  # a call to try again in place
         self._open = False
         self._lock = anyio.Lock()
         self._counts = dict.fromkeys(("executed", "replayed", "reconciled", "dropped"), 0)
@@ -449,6 +464,7 @@ class DurableContext:
             if inspect.isawaitable(value):
                 value = await value
         except unrecorded:
+            self._give_back(call)
             raise
         except Exception as exc:
             await self._fail(call, exc)
@@ -484,16 +500,25 @@ class DurableContext:
         self._check_open()
         function = function_id(fn)
         digest = args_digest(*_unwrap(fn, args, kwargs))
-        index = self._next
-        self._next += 1
+        retry, self._retry = self._retry, None
+        if retry is not None and retry[1:] == (function, digest) and self._next == retry[0] + 1:
+            index = retry[0]  # the call that just failed, tried again in place
+        else:
+            index = self._next
+            self._next += 1
         found = self._records.get(index)
         if found is not None and (found.function, found.digest) != (function, digest):
             await self._drop_from(index, found, function)
             found = None
-        call = _Call(index, idempotency_key(self._key_scope, index), function, digest, found)
+        call = _Call(index, call_key(self.scope, index, function, digest), function, digest, found)
         if pending and not self._replays(call):
             await self._write(FnRecord(index, function, digest, PENDING))
         return call
+
+    def _give_back(self, call: _Call) -> None:
+        """A call left no outcome: the same call started next takes its number."""
+        if self._next == call.index + 1:
+            self._retry = (call.index, call.function, call.digest)
 
     @staticmethod
     def _replays(call: _Call) -> bool:
@@ -649,6 +674,7 @@ class SyncDurableContext:
         try:
             value = fn(*args, **kwargs)
         except unrecorded:
+            ctx._give_back(call)
             raise
         except Exception as exc:
             portal.call(ctx._fail, call, exc)

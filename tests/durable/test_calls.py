@@ -16,8 +16,15 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from asyncsink import CorruptRecordError, DurableError, FencedError, Scope, idempotency_key
-from asyncsink.durable.calls import DurableContext, args_digest, current_key, decode_fn_record
+from asyncsink import CorruptRecordError, DurableError, FencedError, Scope
+from asyncsink.durable.calls import (
+    DurableContext,
+    args_digest,
+    call_key,
+    current_key,
+    decode_fn_record,
+    function_id,
+)
 from asyncsink.stores.base import RecordStore
 from asyncsink.stores.memory import MemoryStore
 
@@ -148,11 +155,45 @@ async def test_a_transient_failure_is_not_recorded_and_the_retry_calls_again() -
         )
     assert second == "posted a2"
     assert calls == Counter({"a0": 2, "a1": 1, "a2": 2})
-    assert reconciled == [idempotency_key(f"{SCOPE}/fn", 2)]
+    assert reconciled == [call_key(SCOPE, 2, function_id(flaky), args_digest(("a2",), {}))]
     state = await store.load(SCOPE)
     assert state is not None
     statuses = [decode_fn_record(state.records[f"fn:{i:010d}"]).status for i in range(3)]
     assert statuses == ["SUCCEEDED", "FAILED", "SUCCEEDED"]
+
+
+def test_a_transient_failure_tried_again_in_place_is_the_same_call() -> None:
+    """A loop that retries a call after a transient failure numbers it as an attempt
+    where it succeeded at once: nothing runs twice, no key serves two calls."""
+    store, failures = MemoryStore(), Counter[str]()
+    posted: list[tuple[str, str]] = []
+
+    def post(row: str, fail: bool) -> str:
+        if fail and not failures[row]:
+            failures[row] += 1
+            raise ConnectionResetError(row)
+        posted.append((row, current_key()))
+        return f"posted {row}"
+
+    def attempt(fail: bool) -> list[str]:
+        done = []
+        with DurableContext.sync(store, SCOPE) as ctx:
+            for row in ("r1", "r2"):
+                for _ in range(3):
+                    try:
+                        done.append(ctx.execute(post, row, fail, transient=ConnectionError))
+                        break
+                    except ConnectionError:
+                        continue
+        return done
+
+    assert attempt(fail=True) == ["posted r1", "posted r2"]
+    assert [row for row, _ in posted] == ["r1", "r2"]
+    assert attempt(fail=True) == ["posted r1", "posted r2"]  # no failure left: replayed
+    assert [row for row, _ in posted] == ["r1", "r2"], "replayed, not run again"
+    state = anyio.run(store.load, SCOPE)
+    assert state is not None and sorted(state.records) == ["fn:0000000000", "fn:0000000001"]
+    assert len({key for _, key in posted}) == 2
 
 
 async def test_transient_takes_exception_classes_only() -> None:
@@ -275,7 +316,8 @@ async def test_a_pending_call_is_settled_by_the_reconciler_without_running_again
             settled = await ctx.execute_async(world.explode, "a1", reconciler=reconciler)
     assert settled == {"account": "a1", "charged": 20, "reconciled": True}
     assert world.calls == Counter({"charge:a0": 1, "explode:a1": 1})
-    assert keys == [idempotency_key(f"{SCOPE}/fn", 1)], "asked once; then the record answered"
+    key = call_key(SCOPE, 1, function_id(world.explode), args_digest(("a1",), {}))
+    assert keys == [key], "asked once; then the record answered"
 
 
 async def test_a_reconciler_that_finds_nothing_has_the_call_run_again() -> None:
@@ -322,9 +364,15 @@ async def test_the_key_is_stable_across_replays_and_distinct_per_call() -> None:
     await attempt(store, world, [1, 2])
     store2 = MemoryStore()
     await attempt(store2, world, [1, 2])
-    expected = [idempotency_key(f"{SCOPE}/fn", i) for i in range(2)]
+    charge = function_id(world.charge)
+    expected = [call_key(SCOPE, i, charge, args_digest((f"a{i}", i + 1), {})) for i in range(2)]
     assert world.keys == {"a0": [expected[0]] * 2, "a1": [expected[1]] * 2}
     assert expected[0] != expected[1]
+    # another call in the place of call 1 (the input changed) gets a key of its own
+    async with DurableContext(store, SCOPE) as ctx:
+        await ctx.execute_async(world.charge, "a0", 1)
+        await ctx.execute_async(world.charge, "a1", 7)
+    assert world.keys["a1"][-1] not in expected
     with pytest.raises(LookupError):
         current_key()
 
