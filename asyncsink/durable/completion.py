@@ -117,7 +117,7 @@ class CompletedBatch:
         ValueError: the bytes are not a completed batch (the message says why)."""
         body = load_json_object(data)
         partitions = body.get("partitions")
-        if not isinstance(partitions, int) or partitions < 1:
+        if type(partitions) is not int or partitions < 1:
             raise ValueError(f"not a completed batch: {body!r:.200}")
         return CompletedBatch(partitions)
 

@@ -113,8 +113,13 @@ def commit_run(
     if summaries or identity.fresh:
         anyio.run(_complete, spec, identity, summaries, completed_by, stream)
     if total.skipped:
-        scopes = ", ".join(str(summary.scope) for summary in summaries[:4])
-        more = f" and {len(summaries) - 4} more" if len(summaries) > 4 else ""
+        skipping = [
+            result.summary.scope
+            for result in results
+            if result.summary is not None and result.statistics.skipped
+        ]
+        scopes = ", ".join(str(scope) for scope in skipping[:4])
+        more = f" and {len(skipping) - 4} more" if len(skipping) > 4 else ""
         log.warning(
             "%s: %d of %d rows not sent, as an earlier attempt or run of the same scopes "
             "already delivered them (%d delivered now; scopes %s%s)",

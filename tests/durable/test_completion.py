@@ -225,6 +225,10 @@ async def test_a_partition_new_to_a_completed_batch_is_refused_before_it_sends()
     # the partitions the batch had still replay as before: nothing sent, nothing refused
     writer = await run_attempt(store, again, ENTRIES[50:], scope=parts[1])
     assert again.applied == [] and writer.statistics().skipped == 50
+    # a new partition with no rows has nothing to send: it passes
+    empty = dataclasses.replace(SCOPE, partition_id=3)
+    writer = await run_attempt(store, again, [], scope=empty, complete=False)
+    assert again.applied == [] and writer.statistics().written == 0
 
 
 async def test_scopes_completed_one_by_one_leave_their_batch_open_to_new_partitions() -> None:
@@ -244,7 +248,7 @@ async def test_scopes_completed_one_by_one_leave_their_batch_open_to_new_partiti
 async def test_a_corrupt_batch_record_fails_a_new_partition_naming_it() -> None:
     store = MemoryStore()
     first = dataclasses.replace(SCOPE, partition_id=0)
-    await store.seal(first, {BATCH_KEY: b'{"v": 1, "partitions": "two"}'}, drop_prefixes=())
+    await store.seal(first, {BATCH_KEY: b'{"v": 1, "partitions": true}'}, drop_prefixes=())
     with pytest.raises(CorruptRecordError, match=f"scope {first}: record 'batch'"):
         await run_attempt(
             store, Destination(), ENTRIES, scope=dataclasses.replace(SCOPE, partition_id=3)

@@ -3,13 +3,16 @@ through ``run_partition`` and ``commit_run``, as the entry points do."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import anyio
+import pytest
 
-from asyncsink import AsyncSinkWriter
+from asyncsink import AsyncSinkWriter, Scope, WriterStatistics
+from asyncsink.durable.completion import ScopeDigest, ScopeSummary
 from asyncsink.spark.commit import RunIdentity, batch_identity, commit_run
-from asyncsink.spark.runner import run_partition
+from asyncsink.spark.runner import PartitionResult, run_partition
 from asyncsink.spark.spec import SinkSpec
 from asyncsink.stores import open_store
 
@@ -104,3 +107,22 @@ def test_a_driver_that_dies_before_completing_replays_without_sending(tmp_path: 
     assert scopes(store)[0].completed
     stats = write(run_spec, identity, rows)  # and again, after COMPLETED
     assert stats.skipped == 300 and len(SENT) == 300
+
+
+def test_the_skip_warning_names_only_the_scopes_that_skipped(
+    tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = f"sqlite:///{tmp_path}/r.db"
+    run_spec = spec(store, batchId="4")
+    identity = batch_identity(run_spec)
+    results = [
+        PartitionResult(
+            WriterStatistics(written=10, skipped=skipped, delivered=10 - skipped),
+            ScopeSummary(Scope("jobs", 4, partition), 10, ScopeDigest().hexdigest()),
+        )
+        for partition, skipped in enumerate([0, 0, 6, 0])
+    ]
+    with caplog.at_level(logging.WARNING, logger="asyncsink.spark"):
+        commit_run(run_spec, identity, results, completed_by="test")
+    (line,) = [r.getMessage() for r in caplog.records if "not sent" in r.getMessage()]
+    assert "6 of 40 rows not sent" in line and line.endswith("scopes jobs/4/2)")
