@@ -209,8 +209,8 @@ class ReplayMismatchError(DurableError):
         else:
             what = (
                 f"is new to a batch that was completed with {partitions} "
-                f"partition{'s' if partitions != 1 else ''} (the rows now come in other "
-                "partitions, or more of them)"
+                f"partition{'s' if partitions != 1 else ''}: the replay comes in more "
+                "partitions"
             )
         super().__init__(
             f"scope {scope} (sink id {sink!r}) {what}: "

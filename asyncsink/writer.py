@@ -194,7 +194,10 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
 
         The writer converts what ``write_all`` is given in runs: lists, or slices of the
         ``Sequence`` it was given. The default calls ``convert`` on each element, at its
-        own ``entry_position``.
+        own ``entry_position``; an override that calls ``convert`` itself should call
+        ``super().convert_all`` instead when ``convert`` reads ``entry_position`` (in an
+        override, it stays the run's first element's: element ``i`` is at
+        ``entry_position + i``).
         Override it when a run converts faster at once. If
         it raises, the writer converts that run again one element at a time, with
         ``convert``, to report the bad record at its position.

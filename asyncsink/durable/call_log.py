@@ -90,7 +90,6 @@ class CallLog:
         self.entries = 0  # entries written in the scope, known once the input ended
         self.digest = ScopeDigest()
         self._completed_as: tuple[int, str] | None = None
-        self._new_in_batch = False  # a new scope whose batch is yet to be checked
         self.recovering = False
         self.next_call_id = 0
         self.skipped = 0
@@ -126,6 +125,7 @@ class CallLog:
 
         Raises:
             CorruptRecordError: a stored record cannot be decoded (scope, call, reason).
+            ReplayMismatchError: the scope is new to a batch that was completed without it.
             DurableError: the store cannot be reached.
         """
         self._serialize = serialize
@@ -136,12 +136,12 @@ class CallLog:
             self._completed_as = self._decode_summary(state.records.get(SUMMARY_KEY))
             log.info("%s: completed by an earlier run; nothing will be sent", self.scope)
             return
-        # A new scope: its batch may have been completed without it (checked before the
-        # first record is written, so that a partition with no rows sends nothing and
-        # passes).
-        self._new_in_batch = self.scope.partition_id > 0 and not any(
-            map(_is_call_log_key, state.records)
-        )
+        if self.scope.partition_id > 0 and not any(map(_is_call_log_key, state.records)):
+            # A new scope: unless its batch was completed without it. Checked before
+            # anything happens in the scope (a dead letter, a durable call of the task).
+            batch = await CompletedBatch.of(self.store, self.scope)
+            if batch is not None:
+                raise ReplayMismatchError(self.scope, None, None, partitions=batch.partitions)
         next_call = 0
         for key, data in state.records.items():
             if key == _META_KEY:
@@ -450,8 +450,6 @@ class CallLog:
 
         Raises:
             FencedError: another attempt took the scope.
-            ReplayMismatchError: the scope is new to a batch that was completed without
-                it (its input changed), found before its first record is written.
             DurableError: the store failed; the log is unusable from then on.
         """
         target = self._queued
@@ -465,8 +463,6 @@ class CallLog:
             puts, deletes, version = self._queue, self._deletes, self._queued
             self._queue, self._deletes = {}, set()
             try:
-                if self._new_in_batch:
-                    await self._check_batch()
                 await self.store.put(self.scope, self.epoch, puts, deletes)
             except DurableError as exc:
                 self._broken = exc
@@ -485,12 +481,6 @@ class CallLog:
             finally:
                 self._writing = None
                 writing.set()
-
-    async def _check_batch(self) -> None:
-        batch = await CompletedBatch.of(self.store, self.scope)
-        if batch is not None:
-            raise ReplayMismatchError(self.scope, None, None, partitions=batch.partitions)
-        self._new_in_batch = False
 
     async def complete(self) -> None:
         """Seal the scope COMPLETED with this attempt's summary, keeping only the summary.

@@ -117,7 +117,7 @@ _Reconciler: TypeAlias = Callable[[str], Awaitable[T] | T]
 _Transient: TypeAlias = type[Exception] | tuple[type[Exception], ...]
 
 FN_PREFIX = "fn:"
-_FORMAT_VERSION = 1
+_FORMAT_VERSION = 2  # 1: keys of calls from their number alone (``call_key``)
 _JSON_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 
 _current_key: contextvars.ContextVar[str] = contextvars.ContextVar("asyncsink_fn_key")
@@ -149,9 +149,15 @@ def function_id(fn: Callable[..., Any]) -> str:
     return f"{getattr(target, '__module__', None) or '?'}.{target.__qualname__}"
 
 
-def call_key(scope: Scope | str, index: int, function: str, digest: str) -> str:
+def call_key(
+    scope: Scope | str, index: int, function: str, digest: str, *, version: int = 2
+) -> str:
     """The idempotency key of durable call ``index`` of ``scope``, made by ``function``
-    (``function_id``) with arguments of digest ``digest`` (``args_digest``)."""
+    (``function_id``) with arguments of digest ``digest`` (``args_digest``). A call left
+    PENDING by a record of format ``version`` 1 keeps the key it had then, from its
+    number alone."""
+    if version == 1:
+        return idempotency_key(f"{scope}/fn", index)
     return idempotency_key(f"{scope}/fn", index, f"{function}({digest})".encode())
 
 
@@ -204,7 +210,7 @@ class FnRecord:
 
     ::
 
-        {"v": 1, "call": 3, "fn": "jobs.post_row", "args": "<blake2b hex>",
+        {"v": 2, "call": 3, "fn": "jobs.post_row", "args": "<blake2b hex>",
          "status": "FAILED", "result": "<base64 pickle>",
          "error": {"type": "httpx.HTTPStatusError", "message": "...",
                    "pickle": "<base64 pickle, absent if it could not be pickled>"}}
@@ -216,10 +222,11 @@ class FnRecord:
     status: str
     result: str | None = None
     error: dict[str, str] | None = None
+    version: int = _FORMAT_VERSION
 
     def encode(self) -> bytes:
         body = {
-            "v": _FORMAT_VERSION,
+            "v": self.version,
             "call": self.index,
             "fn": self.function,
             "args": self.digest,
@@ -239,8 +246,9 @@ def decode_fn_record(data: bytes) -> FnRecord:
         ValueError: the bytes are not a record this version can read (the message says why).
     """
     body = load_json_object(data)
-    if body.get("v") != _FORMAT_VERSION:
-        raise ValueError(f"unknown format version {body.get('v')!r}")
+    version = body.get("v")
+    if version not in (1, _FORMAT_VERSION):
+        raise ValueError(f"unknown format version {version!r}")
     for name, kind in (("call", int), ("fn", str), ("args", str), ("status", str)):
         if not isinstance(body.get(name), kind):
             raise ValueError(f"field {name!r} is missing or not {kind.__name__}")
@@ -251,7 +259,7 @@ def decode_fn_record(data: bytes) -> FnRecord:
         raise ValueError("SUCCEEDED without a result")
     if status == FAILED and not (isinstance(error, dict) and isinstance(error.get("type"), str)):
         raise ValueError("FAILED without an error type")
-    return FnRecord(body["call"], body["fn"], body["args"], status, result, error)
+    return FnRecord(body["call"], body["fn"], body["args"], status, result, error, version)
 
 
 def _pickled(value: object) -> str:
@@ -455,6 +463,9 @@ class DurableContext:
                     value = await value
             except LookupError:
                 pass
+            except unrecorded:
+                self._give_back(call)
+                raise
             else:
                 await self._succeed(call, value, reconciled=True)
                 return value
@@ -510,9 +521,12 @@ class DurableContext:
         if found is not None and (found.function, found.digest) != (function, digest):
             await self._drop_from(index, found, function)
             found = None
-        call = _Call(index, call_key(self.scope, index, function, digest), function, digest, found)
+        # A call an earlier attempt left PENDING keeps the key (and format) it had then.
+        version = _FORMAT_VERSION if found is None else found.version
+        key = call_key(self.scope, index, function, digest, version=version)
+        call = _Call(index, key, function, digest, found)
         if pending and not self._replays(call):
-            await self._write(FnRecord(index, function, digest, PENDING))
+            await self._write(FnRecord(index, function, digest, PENDING, version=version))
         return call
 
     def _give_back(self, call: _Call) -> None:
@@ -667,6 +681,9 @@ class SyncDurableContext:
                 value = reconciler(call.key)
             except LookupError:
                 pass
+            except unrecorded:
+                ctx._give_back(call)
+                raise
             else:
                 portal.call(functools.partial(ctx._succeed, call, value, reconciled=True))
                 return value

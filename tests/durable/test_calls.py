@@ -19,6 +19,7 @@ import pytest
 from asyncsink import CorruptRecordError, DurableError, FencedError, Scope
 from asyncsink.durable.calls import (
     DurableContext,
+    FnRecord,
     args_digest,
     call_key,
     current_key,
@@ -194,6 +195,71 @@ def test_a_transient_failure_tried_again_in_place_is_the_same_call() -> None:
     state = anyio.run(store.load, SCOPE)
     assert state is not None and sorted(state.records) == ["fn:0000000000", "fn:0000000001"]
     assert len({key for _, key in posted}) == 2
+
+
+async def test_a_reconciler_failing_transiently_keeps_the_calls_number_too() -> None:
+    store, sent = MemoryStore(), Counter[str]()
+    flaky = {"fn": 1, "reconciler": 1}
+
+    class Flaky(Exception):
+        pass
+
+    def send(n: int) -> int:
+        if flaky["fn"]:
+            flaky["fn"] -= 1
+            raise Flaky("fn")
+        sent[f"send{n}"] += 1
+        return n
+
+    def reconciler(key: str) -> int:
+        if flaky["reconciler"]:
+            flaky["reconciler"] -= 1
+            raise Flaky("reconciler")
+        raise LookupError(key)
+
+    async def attempt() -> list[int]:
+        done = []
+        async with DurableContext(store, SCOPE) as ctx:
+            for n in (1, 2):
+                for _ in range(4):
+                    try:
+                        done.append(
+                            await ctx.execute_async(
+                                send, n, pending=True, reconciler=reconciler, transient=Flaky
+                            )
+                        )
+                        break
+                    except Flaky:
+                        continue
+        return done
+
+    assert await attempt() == [1, 2]  # fn, then the reconciler, failed once each
+    assert await attempt() == [1, 2]
+    assert sent == Counter({"send1": 1, "send2": 1}), "replayed, not sent again"
+
+
+async def test_a_call_left_pending_by_an_older_format_keeps_its_key() -> None:
+    """Format 1 keyed a call by its number alone: a call it left PENDING is reconciled,
+    and run again, under the key it was sent with."""
+    store, keys = MemoryStore(), []
+    epoch = (await store.take(SCOPE)).epoch
+    function, digest = function_id(World.charge), args_digest(("a0", 5), {})
+    old = FnRecord(0, function, digest, "PENDING", version=1)
+    await store.put(SCOPE, epoch, {"fn:0000000000": old.encode()})
+
+    def nothing_there(key: str) -> Any:
+        keys.append(key)
+        raise LookupError(key)
+
+    world = World()
+    async with DurableContext(store, SCOPE) as ctx:
+        await ctx.execute_async(world.charge, "a0", 5, reconciler=nothing_there)
+    legacy = call_key(SCOPE, 0, function, digest, version=1)
+    assert keys == [legacy] and world.keys["a0"] == [legacy]
+    assert legacy != call_key(SCOPE, 0, function, digest)
+    state = await store.load(SCOPE)
+    assert state is not None
+    assert decode_fn_record(state.records["fn:0000000000"]).status == "SUCCEEDED"
 
 
 async def test_transient_takes_exception_classes_only() -> None:

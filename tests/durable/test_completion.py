@@ -225,10 +225,9 @@ async def test_a_partition_new_to_a_completed_batch_is_refused_before_it_sends()
     # the partitions the batch had still replay as before: nothing sent, nothing refused
     writer = await run_attempt(store, again, ENTRIES[50:], scope=parts[1])
     assert again.applied == [] and writer.statistics().skipped == 50
-    # a new partition with no rows has nothing to send: it passes
-    empty = dataclasses.replace(SCOPE, partition_id=3)
-    writer = await run_attempt(store, again, [], scope=empty, complete=False)
-    assert again.applied == [] and writer.statistics().written == 0
+    # refused at once, before anything happens in the scope: even with no rows
+    with pytest.raises(ReplayMismatchError, match="the replay comes in more partitions"):
+        await run_attempt(store, again, [], scope=dataclasses.replace(SCOPE, partition_id=3))
 
 
 async def test_scopes_completed_one_by_one_leave_their_batch_open_to_new_partitions() -> None:
