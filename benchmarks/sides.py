@@ -186,11 +186,12 @@ def _side_main(
                 entries = inputs(count)
             batch = entries[:count]
             gc.collect()
-            before = _own_cpu()
+            # The /proc scans fall outside the span measured: before it, then after it.
+            before = descendants_cpu(os.getpid()) + _tree_rusage()
             started = time.perf_counter()
             done = runner(*args, *extra, batch)
             seconds = time.perf_counter() - started
-            cpu = _own_cpu() - before
+            cpu = _tree_rusage() + descendants_cpu(os.getpid()) - before
             sent, details = done if isinstance(done, tuple) else (done, {})
             conn.send(("ok", sent, seconds, cpu, dict(details)))
     except Exception as exc:
@@ -263,12 +264,11 @@ def load_average() -> str:
     return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} CPUs"
 
 
-def _own_cpu() -> float:
-    """CPU seconds of this process, its ended children and its live descendants."""
+def _tree_rusage() -> float:
+    """CPU seconds of this process and of the children it saw end."""
     own = resource.getrusage(resource.RUSAGE_SELF)
     ended = resource.getrusage(resource.RUSAGE_CHILDREN)
-    used = own.ru_utime + own.ru_stime + ended.ru_utime + ended.ru_stime
-    return used + descendants_cpu(os.getpid())
+    return own.ru_utime + own.ru_stime + ended.ru_utime + ended.ru_stime
 
 
 def descendants_cpu(root: int) -> float:

@@ -150,7 +150,7 @@ def function_id(fn: Callable[..., Any]) -> str:
 
 
 def call_key(
-    scope: Scope | str, index: int, function: str, digest: str, *, version: int = 2
+    scope: Scope | str, index: int, function: str, digest: str, *, version: int = _FORMAT_VERSION
 ) -> str:
     """The idempotency key of durable call ``index`` of ``scope``, made by ``function``
     (``function_id``) with arguments of digest ``digest`` (``args_digest``). A call left
