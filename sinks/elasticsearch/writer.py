@@ -145,7 +145,14 @@ class ElasticsearchWriter(HttpClientWriter[Any, BulkEntry]):
         size = len(body)
         if self.es.gzip:
             body = await gzip_compress(body)
-        answer = await self._request("POST", self._bulk_path, body, self._bulk_headers)
+        # The core gives up on the request after requestTimeoutMs.
+        answer = await self._request(
+            "POST",
+            self._bulk_path,
+            body,
+            self._bulk_headers,
+            within=self.options.request_timeout_ms / 1000,
+        )
         if not 200 <= answer.status <= 299:
             raise error_for_response(answer.response(), self._redact, body_size=size)
         return read_bulk_items(
@@ -180,9 +187,16 @@ class ElasticsearchWriter(HttpClientWriter[Any, BulkEntry]):
     # ------------------------------------------------------------------ requests
 
     async def _request(
-        self, method: str, path: str, content: bytes, headers: Mapping[str, str]
+        self,
+        method: str,
+        path: str,
+        content: bytes,
+        headers: Mapping[str, str],
+        *,
+        within: float | None = None,
     ) -> Answer:
         """Send to the next node in turn; on a failed connection, to the next one.
+        ``within``: the caller gives up after that many seconds (see ``Exchange.send``).
 
         Raises:
             RetryableError: no node could be connected to, or the request got no answer.
@@ -193,7 +207,7 @@ class ElasticsearchWriter(HttpClientWriter[Any, BulkEntry]):
         last: httpx.HTTPError | None = None
         for host in pool.order():
             try:
-                answer = await self._exchange(method, host + path, headers, content)
+                answer = await self._exchange(method, host + path, headers, content, within=within)
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
                 problem = error_for_transport(exc, request_of(exc), self._redact)
                 if isinstance(problem, FatalError):

@@ -143,12 +143,19 @@ class HttpClientWriter(AsyncSinkWriter[InputT, EntryT]):
         return self._client
 
     async def _exchange(
-        self, method: str, url: str, headers: Mapping[str, str], content: bytes = b""
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        content: bytes = b"",
+        *,
+        within: float | None = None,
     ) -> Answer:
         """Send one request with the writer's client and timeouts, and read its whole
         answer: the one way the writer's requests go, whether its client sends through
         aiohttp (handed the request directly), httpx's own stack, or a mock (respx,
-        ``httpx.MockTransport``); see ``asyncsink.sinks.http.exchange``.
+        ``httpx.MockTransport``); see ``asyncsink.sinks.http.exchange``. ``within``: the
+        caller gives up on the request after that many seconds (see ``Exchange.send``).
 
         Raises:
             httpx.HTTPError: the request got no answer (its ``request`` is set).
@@ -157,7 +164,7 @@ class HttpClientWriter(AsyncSinkWriter[InputT, EntryT]):
         exchange = self._exchanger
         if exchange is None:
             raise WriterStateError("the writer is not open: use it inside 'async with'")
-        return await exchange.send(method, url, headers, content)
+        return await exchange.send(method, url, headers, content, within=within)
 
     async def __aenter__(self) -> Self:
         if self._masking:  # already open: let the core say so

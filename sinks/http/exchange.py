@@ -131,6 +131,9 @@ class Exchange:
         self._aiohttp_timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=timeout.connect, sock_read=timeout.read
         )
+        # For a request its caller bounds as a whole: aiohttp resets a read timer for
+        # every chunk it reads, a cost worth skipping when that timer cannot fire first.
+        self._bounded_timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeout.connect)
         self._targets: dict[str, tuple[yarl.URL, str | None]] = {}
 
     @classmethod
@@ -146,19 +149,30 @@ class Exchange:
         return self._direct is not None
 
     async def send(
-        self, method: str, url: str, headers: Mapping[str, str], content: bytes = b""
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        content: bytes = b"",
+        *,
+        within: float | None = None,
     ) -> Answer:
         """Send one request and read its whole answer.
 
         ``headers`` are sent as given (lower-case names, so that none is sent twice);
-        ``url`` is sent as written (percent-encoded already, never re-quoted).
+        ``url`` is sent as written (percent-encoded already, never re-quoted). ``within``
+        says that the caller gives up on the request after that many seconds: a read
+        timeout no shorter could never fire first, so none is set.
 
         Raises:
             httpx.HTTPError: the request got no (readable) answer; its ``request`` is set.
         """
         if self._direct is None:
             return await self._send_httpx(method, url, headers, content)
-        return await self._send_direct(self._direct, method, url, headers, content)
+        read = self._timeout.read
+        bounded = within is not None and read is not None and within <= read
+        limits = self._bounded_timeout if bounded else self._aiohttp_timeout
+        return await self._send_direct(self._direct, method, url, headers, content, limits)
 
     async def _send_httpx(
         self, method: str, url: str, headers: Mapping[str, str], content: bytes
@@ -190,6 +204,7 @@ class Exchange:
         url: str,
         headers: Mapping[str, str],
         content: bytes,
+        limits: aiohttp.ClientTimeout,
     ) -> Answer:
         target = self._targets.get(url)
         if target is None:
@@ -202,7 +217,7 @@ class Exchange:
                 data=content or None,
                 headers=headers,
                 allow_redirects=False,
-                timeout=self._aiohttp_timeout,
+                timeout=limits,
                 proxy=proxy,
             ) as response:
                 raw = await response.read()

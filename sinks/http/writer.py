@@ -101,6 +101,7 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
             f"{self._method} {url.scheme}://{url.netloc.decode('ascii')}{url.path}"
         )
         read = http.read_timeout_ms / 1000
+        self._request_timeout = self.options.request_timeout_ms / 1000
         self._timeouts = httpx.Timeout(
             connect=http.connect_timeout_ms / 1000, read=read, write=read, pool=None
         )
@@ -155,7 +156,10 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
         if self._gzip_level is not None:
             body = await gzip_compress(body, self._gzip_level)
         try:
-            answer = await self._exchange(self._method, self._url, headers, body)
+            # The core gives up on the request after requestTimeoutMs.
+            answer = await self._exchange(
+                self._method, self._url, headers, body, within=self._request_timeout
+            )
         except httpx.HTTPError as exc:
             raise error_for_transport(exc, request_of(exc), self._redact) from exc
         status = answer.status

@@ -200,6 +200,40 @@ async def test_a_silent_server_is_a_read_timeout_on_either_route() -> None:
     assert outcomes[0][1].startswith("request timed out: ReadTimeout (POST http://127.0.0.1:")
 
 
+async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    await read_request(reader)
+    await reader.read()  # until the client gives up
+
+
+@pytest.mark.parametrize("route", ROUTES)
+async def test_a_read_timeout_no_shorter_than_the_request_timeout_leaves_it_to_the_core(
+    route: str,
+) -> None:
+    async with serve(silent) as url:
+        writer = Recorder(
+            HttpOptions(url=f"{url}/in", read_timeout_ms=300),
+            options=SinkOptions(request_timeout_ms=300, max_retries=0, initial_backoff_ms=1),
+            transport=None if route == "direct" else httpx.AsyncHTTPTransport(),
+        )
+        with anyio.fail_after(10), pytest.raises(Exception):  # noqa: B017
+            async with writer:
+                await writer.write_all(ROWS)
+    assert writer.statistics().timeouts == 1
+    assert writer.outcomes == []  # no ReadTimeout: the core's timeout cancelled the request
+
+
+@pytest.mark.parametrize("route", ROUTES)
+async def test_a_request_the_core_does_not_bound_keeps_its_read_timeout(route: str) -> None:
+    async with serve(silent) as url:
+        writer = open_writer(
+            route, f"{url}/in", read_timeout_ms=200, reconcile_url=f"{url}/status/{{key}}"
+        )
+        async with writer:
+            with anyio.fail_after(10):
+                held = await writer.reconcile(CallInfo(1, "key", "s", (0, 1)))
+    assert held is None  # the lookup timed out: the call is re-sent as it was
+
+
 async def test_a_refused_connection_is_a_connect_error_on_either_route() -> None:
     async with serve(lambda r, w: asyncio.sleep(0)) as url:
         pass  # the port is free again

@@ -222,9 +222,11 @@ async def test_a_real_and_a_respx_mocked_writer_send_through_the_same_path(
     sent: list[tuple[str, str, bool]] = []
     original = Exchange.send
 
-    async def spy(exchange: Exchange, method: str, url: str, headers: Any, *a: Any) -> Any:
+    async def spy(
+        exchange: Exchange, method: str, url: str, headers: Any, *a: Any, **kw: Any
+    ) -> Any:
         sent.append((url, headers.get("idempotency-key", ""), exchange.direct))
-        return await original(exchange, method, url, headers, *a)
+        return await original(exchange, method, url, headers, *a, **kw)
 
     monkeypatch.setattr(Exchange, "send", spy)
     seen: list[str] = []
