@@ -49,6 +49,16 @@ __all__ = [
 ]
 
 
+def describe(error: BaseException) -> str:
+    """``"TypeName: message"`` for messages and records, even for an exception whose
+    ``str()`` itself fails."""
+    try:
+        text = str(error)
+    except Exception:  # a sink's exception may be broken; the report must not be
+        text = "<its message cannot be read>"
+    return f"{type(error).__name__}: {text}"
+
+
 class AsyncSinkError(Exception):
     """Base class of every error asyncsink raises."""
 
@@ -91,11 +101,14 @@ class BadRecordError(AsyncSinkError):
     """An entry cannot be delivered: too large, not convertible, or rejected as malformed.
 
     ``position`` is the entry's sequence number in the writer (0-based, in write order).
+    ``unwritten``: the elements ``write_all`` had taken from an iterator past the bad
+    one, which it did not write (write them first to go on).
     """
 
     def __init__(self, position: int, reason: str) -> None:
         self.position = position
         self.reason = reason
+        self.unwritten: tuple[object, ...] = ()
         super().__init__(f"bad record at position {position}: {reason}")
 
 
@@ -110,7 +123,7 @@ class DeliveryError(AsyncSinkError):
         self.failed = failed
         self.delivered = delivered
         self.sample = sample
-        detail = f": last cause: {type(sample).__name__}: {sample}" if sample else ""
+        detail = f": last cause: {describe(sample)}" if sample else ""
         super().__init__(
             f"{failed} entries could not be delivered after all retries "
             f"({delivered} delivered){detail}"

@@ -13,9 +13,11 @@ to retry by index, which were rejected as bad records, whether the destination t
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import hashlib
+import operator
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,13 +108,17 @@ def as_result(answer: object, entries: Sequence[object]) -> SubmitResult:
     different positions are told apart.
 
     Raises:
-        TypeError: the answer is not one of the three forms, or names entries that were not
-            in the request (or not in the request's order).
+        TypeError: the answer is not one of the three forms, names entries that were not
+            in the request (or not in the request's order), or is a ``SubmitResult``
+            whose indexes are not those of the request's entries, or that names an entry
+            both to retry and as rejected.
     """
     if answer is None:
         return _ALL_OK
     if isinstance(answer, SubmitResult):
-        return answer
+        if _is_empty(answer.retry) and _is_empty(answer.rejected):
+            return answer
+        return _checked(answer, len(entries))
     if isinstance(answer, Sequence) and not isinstance(answer, str | bytes):
         if not answer:
             return _ALL_OK
@@ -133,6 +139,59 @@ def as_result(answer: object, entries: Sequence[object]) -> SubmitResult:
         "submit_request_entries must return None, a sequence of failed entries or a "
         f"SubmitResult, not {type(answer).__name__}"
     )
+
+
+def _checked(result: SubmitResult, count: int) -> SubmitResult:
+    """``result`` with its indexes checked against a request of ``count`` entries (and
+    made plain ints, ``rejected`` a dict)."""
+    rejected = result.rejected
+    if not isinstance(rejected, Mapping):
+        raise TypeError(
+            "SubmitResult.rejected must map entry indexes to reasons, "
+            f"not {type(rejected).__name__}"
+        )
+    retry = _indexes(result.retry, count, "retry")
+    refused = _indexes(rejected.keys(), count, "rejected")
+    both = set(retry).intersection(refused)
+    if both:
+        raise TypeError(
+            f"SubmitResult names entry {min(both)} both to retry and as rejected "
+            "(an entry is either sent again or a bad record)"
+        )
+    return dataclasses.replace(
+        result, retry=retry, rejected=dict(zip(refused, rejected.values(), strict=True))
+    )
+
+
+def _is_empty(values: object) -> bool:
+    try:
+        return len(values) == 0  # type: ignore[arg-type]
+    except TypeError:  # no length: checked with the rest
+        return False
+
+
+def _indexes(values: object, count: int, what: str) -> list[int]:
+    if isinstance(values, str | bytes) or not isinstance(values, Iterable):
+        raise TypeError(
+            f"SubmitResult.{what} must hold entry indexes, not be {type(values).__name__}"
+        )
+    indexes = []
+    for value in values:
+        try:
+            if isinstance(value, bool):
+                raise TypeError
+            index = operator.index(value)
+        except TypeError:
+            raise TypeError(
+                f"SubmitResult.{what} holds {value!r:.50}, not an entry index"
+            ) from None
+        if not 0 <= index < count:
+            raise TypeError(
+                f"SubmitResult.{what} holds index {index}, but the request has {count} "
+                f"entries (indexes 0 to {count - 1})"
+            )
+        indexes.append(index)
+    return indexes
 
 
 _ALL_OK = SubmitResult()

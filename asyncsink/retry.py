@@ -58,8 +58,23 @@ class RetryPolicy:
             self._ceilings.append(min(self.max, next(self._waits)))
         return self._ceilings[max(attempt, 1) - 1]
 
-    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+    def delay(self, attempt: int, retry_after: object = None) -> float:
+        """The backoff of the ``attempt``-th retry, at least the destination's
+        ``retry_after`` (seconds, also as text such as a ``Retry-After`` header's ``"5"``;
+        anything else is no hint), at most the longest backoff."""
         delay = float(backoff.full_jitter(self.ceiling(attempt)))
-        if retry_after is not None and retry_after > delay:
-            delay = min(retry_after, self.max)
+        hint = _seconds(retry_after)
+        if hint is not None and hint > delay:
+            delay = min(hint, self.max)
         return delay
+
+
+def _seconds(value: object) -> float | None:
+    """A retry hint as seconds, or ``None`` when it is none."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        seconds = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return seconds if seconds >= 0 else None  # NaN compares False: no hint

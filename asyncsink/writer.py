@@ -21,6 +21,7 @@ import abc
 import asyncio
 import enum
 import logging
+import operator
 import time
 from collections.abc import AsyncIterable, Collection, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ from .errors import (
     FatalError,
     FencedError,
     WriterStateError,
+    describe,
 )
 from .options import SinkOptions
 from .packed import PackedEntries
@@ -378,7 +380,9 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         own (an Arrow record batch's rows...) reaches ``convert_all`` as slices of itself.
 
         Raises:
-            BadRecordError: as ``write``; the elements before the bad one are accepted.
+            BadRecordError: as ``write``; the elements before the bad one are accepted,
+                and none after it. From an iterator, the elements already taken from it
+                past the bad one are the error's ``unwritten``: write them first to go on.
             FatalError, FencedError, WriterStateError: as ``write``.
         """
         if isinstance(elements, AsyncIterable):
@@ -409,7 +413,14 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
                 chunk = list(islice(iterator, count))
             if not chunk:
                 return
-            if self._accept_many(chunk):
+            first = self._next_seq
+            try:
+                started = self._accept_many(chunk)
+            except BadRecordError as exc:
+                if iterator is not None:
+                    exc.unwritten = tuple(chunk[exc.position - first + 1 :])
+                raise
+            if started:
                 await self._after_accept()
 
     def _needs_room(self, batch: int) -> bool:
@@ -444,8 +455,20 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             self._bad_record(seq, reason, element=element)
             self._written += 1  # accepted into the dead-letter target
             return False
-        size = self.entry_size(entry)
-        if size > self._max_record:
+        try:
+            size = self.entry_size(entry)
+        except Exception as exc:
+            self._bad_record(seq, f"entry_size failed: {describe(exc)}", entry=entry)
+            self._written += 1  # accepted into the dead-letter target
+            return False
+        if type(size) is not int:
+            size = _size_in_bytes(size, seq)
+        if not 0 <= size <= self._max_record:
+            if size < 0:
+                raise ValueError(
+                    f"entry_size returned {size} for entry {seq}: an entry's size in bytes "
+                    "is an int >= 0"
+                )
             self._bad_record(
                 seq,
                 f"entry of {size} bytes exceeds maxRecordSizeInBytes ({self._max_record})",
@@ -498,10 +521,10 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         self._entry_position = seq
         try:
             entry = self.convert(element)
+            fits = 0 <= self.entry_size(entry) <= self._max_record
         except Exception:
             self._log.skip_completed((), 1)
             return
-        fits = self.entry_size(entry) <= self._max_record
         self._log.skip_completed((entry,) if fits else (), 1)
 
     def _convert_run(self, elements: Sequence[InputT]) -> Run[EntryT] | None:
@@ -522,8 +545,13 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             )
         if type(entries) is not list and type(entries) is not PackedEntries:
             entries = list(entries)
-        sizes = self.entry_sizes(entries)
-        size = sum(sizes)
+        try:
+            sizes = self.entry_sizes(entries)
+            size = sum(sizes)
+        except Exception:
+            return None  # one at a time: the entry whose size fails is a bad record
+        if type(size) is not int or len(sizes) != len(entries) or (sizes and min(sizes) < 0):
+            return None  # one at a time: an entry_size that is no size in bytes says so
         if size > self._max_record and max(sizes) > self._max_record:
             return None
         seq = self._next_seq
@@ -654,7 +682,15 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
                 info = pinned
                 self._log.sending_again(info)  # durable with the sync before it leaves
             else:
-                info = self._log.new_call(run.seqs, run.entries)
+                try:
+                    info = self._log.new_call(run.seqs, run.entries)
+                except Exception as exc:  # serialize_entry failed: nothing can be recorded
+                    fatal = FatalError(
+                        f"recording a request of {len(run)} entries failed: {describe(exc)}"
+                    )
+                    fatal.__cause__ = exc
+                    self._fail(fatal)
+                    return started
             call = _Call(info, run, now)
             self._calls[info.call_id] = call
             self._in_flight_entries += len(run.entries)
@@ -700,17 +736,17 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         task.add_done_callback(self._task_ended)
 
     def _task_ended(self, task: asyncio.Task[None]) -> None:
-        """A task of ``_spawn`` ended. Its work handles every ``Exception``; anything else
-        (``KeyboardInterrupt``, ``SystemExit``) ends the writer's task group with it, as
-        it would have had the task been the group's own."""
+        """A task of ``_spawn`` ended. Its work handles what a request can raise; what
+        escapes it anyway (``KeyboardInterrupt`` and ``SystemExit``, which asyncio also
+        raises from the event loop) fails the writer, so that nothing waits on it."""
         self._tasks.discard(task)
         if task.cancelled():
             return
         error = task.exception()
         if error is None:
             return
-        if self._tg is not None:
-            self._tg.start_soon(_raise, error)
+        if self._state is _State.OPEN:
+            self._fail(error)
         else:
             log.error("%s: a request ended the closed writer with %r", self._scope, error)
 
@@ -736,11 +772,16 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         except FencedError as exc:
             self._fail(exc)
             return
-        except Exception as exc:
-            error = exc
+        except BaseException as exc:
+            if not _is_stray(exc):
+                raise
+            error = exc  # the request failed (a stray BaseException is classified too)
         finally:
             _current.reset(token)
-        self._settle(call, result, error, timed_out)
+        try:
+            self._settle(call, result, error, timed_out)
+        except Exception as exc:  # a sink's classify_error, a malformed answer...
+            self._fail(exc, call)
 
     def _settle(
         self,
@@ -953,12 +994,16 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         return bool(kept)
 
     def _fail(self, error: BaseException, call: _Call[EntryT] | None = None) -> None:
+        """End the writer with ``error``: every later call raises it. An ``Exception``
+        that is not asyncsink's own is wrapped in ``FatalError`` naming the request; a
+        ``BaseException`` (an end of the program, not a failure) is raised as it is."""
         if self._fatal is None:
-            if isinstance(error, AsyncSinkError):
+            plain = not isinstance(error, Exception | asyncio.CancelledError)
+            if isinstance(error, AsyncSinkError) or plain:
                 self._fatal = error
             else:
                 where = f"request {call.info.call_id}" if call else "a request"
-                fatal = FatalError(f"{where} failed: {type(error).__name__}: {error}")
+                fatal = FatalError(f"{where} failed: {describe(error)}")
                 fatal.__cause__ = error
                 self._fatal = fatal
             log.error("%s: writer failed: %s", self._scope, self._fatal)
@@ -1063,5 +1108,29 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         )
 
 
-async def _raise(error: BaseException) -> None:
-    raise error
+def _size_in_bytes(size: object, seq: int) -> int:
+    """An ``entry_size`` result that is not an ``int``, as one (a numpy integer...).
+
+    Raises:
+        TypeError: it is not an integer.
+    """
+    try:
+        if isinstance(size, bool):
+            raise TypeError
+        return operator.index(size)  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(
+            f"entry_size returned {size!r:.50} ({type(size).__name__}) for entry {seq}: "
+            "an entry's size in bytes is an int >= 0"
+        ) from None
+
+
+def _is_stray(exc: BaseException) -> bool:
+    """Whether ``exc``, raised by a request, is the request's failure: not the running
+    task being cancelled (by the writer, or its caller), nor the program being stopped."""
+    if isinstance(exc, KeyboardInterrupt | SystemExit | GeneratorExit):
+        return False
+    if isinstance(exc, asyncio.CancelledError):
+        task = asyncio.current_task()
+        return task is not None and not task.cancelling()
+    return True

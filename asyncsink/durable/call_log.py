@@ -34,7 +34,7 @@ from typing import Any
 import anyio
 import orjson
 
-from ..errors import CorruptRecordError, DurableError, ReplayMismatchError
+from ..errors import CorruptRecordError, DurableError, ReplayMismatchError, describe
 from ..recording import Reconciler, Released, Serializer
 from ..request import CallInfo, idempotency_key
 from ..stores.base import RecordStore, Scope
@@ -436,7 +436,7 @@ class CallLog:
     def record_failure(self, call: CallInfo, error: BaseException | None) -> None:
         record = self._records[call.call_id]
         record.status = FAILED
-        record.error = f"{type(error).__name__}: {error}"[:2000] if error else "failed"
+        record.error = describe(error)[:2000] if error else "failed"
         self._put(record)
 
     def _put(self, record: CallRecord) -> None:
