@@ -16,6 +16,7 @@ import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any, Literal, TypeVar
 
 from .errors import OptionError
@@ -38,7 +39,7 @@ _SIZE_UNITS = {
     **{unit: 1 for unit in ("", "b", "bytes")},
     **{unit: 1024 for unit in ("k", "kb", "kib")},
     **{unit: 1024**2 for unit in ("m", "mb", "mib")},
-    **{unit: 1024**3 for unit in ("gb", "gib")},
+    **{unit: 1024**3 for unit in ("g", "gb", "gib")},
 }
 _TIME_UNITS = {"ms": 1, "": 1, "s": 1000, "sec": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}
 _NUMBER_WITH_UNIT = re.compile(r"^\s*([+-]?\d+(?:\.\d+)?)\s*([a-z]*)\s*$")
@@ -170,23 +171,37 @@ def option_specs(cls: type) -> tuple[OptionSpec, ...]:
     return result
 
 
-def parse_options(cls: type[OptionsT], raw: Mapping[str, Any]) -> tuple[OptionsT, dict[str, Any]]:
+def parse_options(
+    cls: type[OptionsT], raw: Mapping[str, Any], defaults: Mapping[str, Any] | None = None
+) -> tuple[OptionsT, dict[str, Any]]:
     """Build ``cls`` from the keys of ``raw`` it knows (case-insensitive Spark names or
-    field names); return it with the keys it did not know, for the next group to claim."""
+    field names), and ``defaults`` (by field name) for those ``raw`` does not give; return
+    it with the keys it did not know, for the next group to claim.
+
+    Raises:
+        OptionError: a value is not allowed, or an option is given twice (in two
+            spellings).
+    """
     by_key: dict[str, OptionSpec] = {}
     for spec in option_specs(cls):
         by_key[spec.spark_name.lower()] = spec
         by_key[spec.name.lower()] = spec
     values: dict[str, Any] = {}
+    given_as: dict[str, str] = {}
     unknown: dict[str, Any] = {}
     for key, value in raw.items():
         found = by_key.get(key.lower())
         if found is None:
             unknown[key] = value
-        else:
-            spec = found
-            values[spec.name] = _from_string(spec, value) if isinstance(value, str) else value
-    return cls(**values), unknown
+            continue
+        spec = found
+        if spec.name in given_as:
+            twice = f"{given_as[spec.name]!r} and {key!r}"
+            message = f"option {spec.spark_name!r} is given twice, as {twice}: give it once"
+            raise OptionError(spec.spark_name, None, rule_of(spec), message=message)
+        given_as[spec.name] = key
+        values[spec.name] = _from_string(spec, value) if isinstance(value, str) else value
+    return cls(**{**(defaults or {}), **values}), unknown
 
 
 def raise_unknown(
@@ -257,8 +272,8 @@ def _from_string(spec: OptionSpec, text: str) -> Any:
         match = _NUMBER_WITH_UNIT.match(value.lower())
         if not match or match.group(2) not in units:
             raise OptionError(spec.spark_name, shown, rule_of(spec))
-        number = float(match.group(1)) * units[match.group(2)]
-        if not number.is_integer():
+        number = Fraction(match.group(1)) * units[match.group(2)]  # exact, however large
+        if number.denominator != 1:
             raise OptionError(spec.spark_name, shown, rule_of(spec))
         return int(number)
     if kind == "float":
@@ -387,10 +402,11 @@ class SinkOptions(Options):
         Options.__post_init__(self)
         self._at_most("max_record_size_in_bytes", "max_batch_size_in_bytes")
         self._at_most("initial_backoff_ms", "max_backoff_ms")
-        if not (self.dead_letter is None or isinstance(self.dead_letter, str)) and not callable(
-            self.dead_letter
-        ):
-            raise OptionError("deadLetter", self.dead_letter, "a file path or a callable")
+        letter = self.dead_letter
+        if isinstance(letter, str) and not letter.strip():
+            raise OptionError("deadLetter", letter, "a file path or a callable, not blank")
+        if not (letter is None or isinstance(letter, str)) and not callable(letter):
+            raise OptionError("deadLetter", letter, "a file path or a callable")
 
     def _at_most(self, name: str, bound: str) -> None:
         """Option ``name`` may not exceed option ``bound``; the error says so, and when

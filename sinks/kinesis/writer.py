@@ -299,7 +299,7 @@ def create_writer(options: Mapping[str, Any], **kwargs: Any) -> KinesisWriter:
     defaults["max_batch_size_in_bytes"] = max(
         DEFAULT_REQUEST_BYTES, kinesis.max_record_size_in_bytes
     )
-    sink, rest = parse_options(SinkOptions, {**defaults, **rest})
+    sink, rest = parse_options(SinkOptions, rest, defaults)
     if rest:
         raise_unknown(rest, [SinkOptions, KinesisOptions])
     return KinesisWriter(kinesis, options=sink, **kwargs)

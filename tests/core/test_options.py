@@ -35,7 +35,8 @@ def test_spark_strings_parse_case_insensitively_with_units() -> None:
 @pytest.mark.parametrize(
     ("text", "size"),
     [("5 MiB", 5 * 1024**2), ("5mib", 5 * 1024**2), ("64 KiB", 65536), ("1 GiB", 1024**3),
-     ("3000 bytes", 3000), ("2 MB", 2 * 1024**2)],
+     ("3000 bytes", 3000), ("2 MB", 2 * 1024**2), ("64k", 65536), ("5m", 5 * 1024**2),
+     ("1g", 1024**3), ("1.5kb", 1536)],
 )  # fmt: skip
 def test_sizes_take_the_spellings_the_option_tables_print(text: str, size: int) -> None:
     opts = SinkOptions.from_options({"maxBatchSizeInBytes": text, "maxRecordSizeInBytes": "1kb"})
@@ -70,6 +71,10 @@ def test_defaults_match_the_documented_table() -> None:
         # A bound given below another option's default: the error says whose default.
         ({"maxBatchSizeInBytes": "64kb"}, "maxRecordSizeInBytes", "is its default, above"),
         ({"maxBackoffMs": "50"}, "initialBackoffMs", "is its default, above the maxBackoffMs"),
+        ({"deadLetter": ""}, "deadLetter", "a file path or a callable, not blank"),
+        ({"deadLetter": "   "}, "deadLetter", "a file path or a callable, not blank"),
+        ({"maxBatchSize": "5", "MaxBatchSize": "6"}, "maxBatchSize", "given twice"),
+        ({"maxBatchSize": "5", "max_batch_size": 6}, "maxBatchSize", "given twice"),
     ],
 )
 def test_invalid_values_name_the_option_the_value_and_what_is_allowed(
@@ -79,6 +84,11 @@ def test_invalid_values_name_the_option_the_value_and_what_is_allowed(
         SinkOptions.from_options(raw)
     assert caught.value.option == named
     assert named in str(caught.value) and shown in str(caught.value)
+
+
+def test_integers_parse_exactly_however_large() -> None:
+    opts = SinkOptions.from_options({"maxBatchSize": "99999999999999999999999999"})
+    assert opts.max_batch_size == 99999999999999999999999999
 
 
 def test_python_keywords_are_validated_too() -> None:
