@@ -76,7 +76,10 @@ class OptionError(AsyncSinkError, ValueError):
         self.allowed = allowed
         if isinstance(value, str) and ("://" in value or "@" in value):
             value = mask_url(value)
-        super().__init__(message or f"option {name!r}: got {value!r}, expected {allowed}")
+        shown = repr(value)
+        if len(shown) > 1000:
+            shown = f"{shown[:1000]}... ({len(shown)} characters)"
+        super().__init__(message or f"option {name!r}: got {shown}, expected {allowed}")
 
     @classmethod
     def unknown(cls, name: str, known: list[str], *, where: str = "") -> OptionError:

@@ -195,9 +195,12 @@ def parse_options(
             unknown[key] = value
             continue
         spec = found
-        if spec.name in given_as:
+        if spec.name in given_as and raw[given_as[spec.name]] != value:
             twice = f"{given_as[spec.name]!r} and {key!r}"
-            message = f"option {spec.spark_name!r} is given twice, as {twice}: give it once"
+            message = (
+                f"option {spec.spark_name!r} is given twice, as {twice}, with different "
+                "values: give it once"
+            )
             raise OptionError(spec.spark_name, None, rule_of(spec), message=message)
         given_as[spec.name] = key
         values[spec.name] = _from_string(spec, value) if isinstance(value, str) else value
@@ -272,7 +275,10 @@ def _from_string(spec: OptionSpec, text: str) -> Any:
         match = _NUMBER_WITH_UNIT.match(value.lower())
         if not match or match.group(2) not in units:
             raise OptionError(spec.spark_name, shown, rule_of(spec))
-        number = Fraction(match.group(1)) * units[match.group(2)]  # exact, however large
+        try:
+            number = Fraction(match.group(1)) * units[match.group(2)]  # exact
+        except ValueError:  # more digits than Python turns into a number
+            raise OptionError(spec.spark_name, shown, rule_of(spec)) from None
         if number.denominator != 1:
             raise OptionError(spec.spark_name, shown, rule_of(spec))
         return int(number)

@@ -117,7 +117,10 @@ def as_result(answer: object, entries: Sequence[object]) -> SubmitResult:
         return _ALL_OK
     if isinstance(answer, SubmitResult):
         if _is_empty(answer.retry) and _is_empty(answer.rejected):
-            return answer
+            # Nothing to retry, nothing rejected (an empty list or tuple says so too).
+            if isinstance(answer.rejected, Mapping):
+                return answer
+            return dataclasses.replace(answer, rejected={})
         return _checked(answer, len(entries))
     if isinstance(answer, Sequence) and not isinstance(answer, str | bytes):
         if not answer:

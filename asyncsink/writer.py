@@ -461,14 +461,9 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             self._bad_record(seq, f"entry_size failed: {describe(exc)}", entry=entry)
             self._written += 1  # accepted into the dead-letter target
             return False
-        if type(size) is not int:
-            size = _size_in_bytes(size, seq)
-        if not 0 <= size <= self._max_record:
-            if size < 0:
-                raise ValueError(
-                    f"entry_size returned {size} for entry {seq}: an entry's size in bytes "
-                    "is an int >= 0"
-                )
+        if type(size) is not int or size < 0:
+            size = self._checked_size(size, seq)
+        if size > self._max_record:
             self._bad_record(
                 seq,
                 f"entry of {size} bytes exceeds maxRecordSizeInBytes ({self._max_record})",
@@ -514,6 +509,28 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         buffer.extend(run, now)
         return self._pump_if_batch_ready()
 
+    def _checked_size(self, size: object, seq: int) -> int:
+        """An ``entry_size`` result as an ``int`` (from a numpy integer...).
+
+        Raises:
+            FatalError: it is no size in bytes (an ``int`` >= 0): the sink is wrong, so
+                the writer fails.
+        """
+        try:
+            if isinstance(size, bool):
+                raise TypeError
+            value = operator.index(size)  # type: ignore[arg-type]
+        except TypeError:
+            value = -1
+        if value >= 0:
+            return value
+        fatal = FatalError(
+            f"entry_size returned {size!r:.50} ({type(size).__name__}) for entry {seq}: "
+            "an entry's size in bytes is an int >= 0"
+        )
+        self._fail(fatal)
+        raise fatal
+
     def _skip_completed(self, seq: int, element: InputT) -> None:
         """An element of a scope completed by an earlier run: not sent, only digested (a
         bad record was dealt with by that run, and is not digested)."""
@@ -550,8 +567,13 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             size = sum(sizes)
         except Exception:
             return None  # one at a time: the entry whose size fails is a bad record
-        if type(size) is not int or len(sizes) != len(entries) or (sizes and min(sizes) < 0):
-            return None  # one at a time: an entry_size that is no size in bytes says so
+        if type(size) is not int:  # numpy integers, or no sizes at all
+            ints = _as_ints(sizes)
+            if ints is None:
+                return None  # one at a time: the entry whose size is none says so
+            sizes, size = ints, sum(ints)
+        if len(sizes) != len(entries) or (sizes and min(sizes) < 0):
+            return None
         if size > self._max_record and max(sizes) > self._max_record:
             return None
         seq = self._next_seq
@@ -738,9 +760,18 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
     def _task_ended(self, task: asyncio.Task[None]) -> None:
         """A task of ``_spawn`` ended. Its work handles what a request can raise; what
         escapes it anyway (``KeyboardInterrupt`` and ``SystemExit``, which asyncio also
-        raises from the event loop) fails the writer, so that nothing waits on it."""
+        raises from the event loop) fails the writer, so that nothing waits on it. Only
+        the writer's close cancels these tasks: one cancelled while the writer is open was
+        cancelled by the sink or a library it uses, and its request will never settle."""
         self._tasks.discard(task)
         if task.cancelled():
+            if self._state is _State.OPEN:
+                self._fail(
+                    FatalError(
+                        "a request's task was cancelled, not by the writer (by the sink, "
+                        "or a library it uses): its request cannot settle"
+                    )
+                )
             return
         error = task.exception()
         if error is None:
@@ -752,35 +783,39 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
 
     async def _send(self, call: _Call[EntryT]) -> None:
         token = _current.set(call.info)
-        result: SubmitResult | None = None
+        answer: object = _NO_ANSWER
         error: BaseException | None = None
         timed_out = False
+        # A list, or a slice of the PackedEntries this writer's convert_all returned
+        entries = cast("list[EntryT]", call.run.entries)
         try:
             await self._log.sync()  # PENDING is durable before the request leaves
-            # A list, or a slice of the PackedEntries this writer's convert_all returned
-            entries = cast("list[EntryT]", call.run.entries)
             call.sent = time.monotonic()
-            deadline = call.sent + self._timeout
             with anyio.move_on_after(self._timeout) as scope:
                 answer = await self.submit_request_entries(entries)
-                result = as_result(answer, entries)
             timed_out = scope.cancelled_caught
-            if result is not None and time.monotonic() > deadline:
-                # The sink ignored the cancellation and answered late: the answer is
-                # still the truth about this call, which nothing else has settled yet.
-                self._counts["late_responses"] += 1
         except FencedError as exc:
             self._fail(exc)
             return
+        except Exception as exc:
+            error = exc  # the request failed: classify_error sorts it
         except BaseException as exc:
             if not _is_stray(exc):
                 raise
-            error = exc  # the request failed (a stray BaseException is classified too)
+            self._fail(exc, call)  # not a failure of the request a sink reports
+            return
         finally:
             _current.reset(token)
         try:
+            result = None
+            if answer is not _NO_ANSWER:
+                result = as_result(answer, entries)
+                if time.monotonic() > call.sent + self._timeout:
+                    # The sink ignored the cancellation and answered late: the answer is
+                    # still the truth about this call, which nothing else has settled.
+                    self._counts["late_responses"] += 1
             self._settle(call, result, error, timed_out)
-        except Exception as exc:  # a sink's classify_error, a malformed answer...
+        except Exception as exc:  # an answer that is not one, a classify_error that fails
             self._fail(exc, call)
 
     def _settle(
@@ -1108,21 +1143,23 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         )
 
 
-def _size_in_bytes(size: object, seq: int) -> int:
-    """An ``entry_size`` result that is not an ``int``, as one (a numpy integer...).
+_NO_ANSWER = object()  # a request that did not answer (it raised, or timed out)
 
-    Raises:
-        TypeError: it is not an integer.
-    """
-    try:
-        if isinstance(size, bool):
-            raise TypeError
-        return operator.index(size)  # type: ignore[arg-type]
-    except TypeError:
-        raise TypeError(
-            f"entry_size returned {size!r:.50} ({type(size).__name__}) for entry {seq}: "
-            "an entry's size in bytes is an int >= 0"
-        ) from None
+
+def _as_ints(sizes: Sequence[object]) -> list[int] | None:
+    """``entry_sizes`` results as ``int`` (numpy integers...), or ``None`` if one is not
+    an integer."""
+    tolist = getattr(sizes, "tolist", None)
+    values = tolist() if callable(tolist) else list(sizes)
+    ints = []
+    for value in values:
+        if isinstance(value, bool):
+            return None
+        try:
+            ints.append(operator.index(value))  # type: ignore[arg-type]
+        except TypeError:
+            return None
+    return ints
 
 
 def _is_stray(exc: BaseException) -> bool:

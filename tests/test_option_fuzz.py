@@ -191,3 +191,15 @@ def test_foreach_batch_fails_at_declaration_and_starts_no_spark_job() -> None:
     assert pyspark.SparkContext._active_spark_context is context  # none was started
     if context is not None:
         assert set(context.statusTracker().getJobIdsForGroup()) == jobs
+
+
+@pytest.mark.parametrize("spelling", ["sinkId", "sinkid", "SINKID"])
+def test_a_sink_id_given_as_an_option_and_a_keyword_must_agree(spelling: str) -> None:
+    options = {"url": "http://127.0.0.1:9/in", spelling: "orders"}
+    assert foreach_batch("http", options, sink_id="orders").spec.durable.sink_id == "orders"
+    with pytest.raises(OptionError) as caught:
+        foreach_batch("http", options, sink_id="payments")
+    assert str(caught.value) == (
+        f"option 'sinkId' is given twice, as {spelling!r} ('orders') in the options and as "
+        "sink_id='payments': give it once"
+    )

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
+from ..errors import OptionError
 from ..stats import WriterStatistics
 from .arrow import arrow_readable, map_partitions_in_arrow
 from .commit import RunIdentity, batch_identity, commit_run, stream_identity
@@ -41,8 +42,28 @@ OnBatch = Callable[[int, WriterStatistics], Any]
 def _spec(sink: str, options: Mapping[str, Any] | None, sink_id: str | None) -> SinkSpec:
     merged = dict(options or {})
     if sink_id is not None:
-        merged["sinkId"] = sink_id
+        _set_keyword(merged, "sinkId", sink_id, "sink_id")
     return SinkSpec(sink, merged)
+
+
+def _set_keyword(options: dict[str, Any], name: str, value: str, keyword: str) -> None:
+    """Set option ``name`` from a keyword argument, unless the options give it already
+    (in any case) with another value.
+
+    Raises:
+        OptionError: they do.
+    """
+    for key in [key for key in options if key.lower() == name.lower()]:
+        if str(options[key]) != value:
+            raise OptionError(
+                name,
+                None,
+                "",
+                message=f"option {name!r} is given twice, as {key!r} ({options[key]!r}) in "
+                f"the options and as {keyword}={value!r}: give it once",
+            )
+        del options[key]
+    options[name] = value
 
 
 def _partition_task(spec: SinkSpec, identity: RunIdentity, rows: Any) -> PartitionResult:
@@ -135,7 +156,7 @@ def foreach_partition(
     """
     merged = dict(options or {})
     if batch_id is not None:
-        merged["batchId"] = str(batch_id)
+        _set_keyword(merged, "batchId", str(batch_id), "batch_id")
     spec = _spec(sink, merged, sink_id)
     identity = batch_identity(spec)
     results = _write(df, spec, identity)

@@ -75,6 +75,7 @@ def test_defaults_match_the_documented_table() -> None:
         ({"deadLetter": "   "}, "deadLetter", "a file path or a callable, not blank"),
         ({"maxBatchSize": "5", "MaxBatchSize": "6"}, "maxBatchSize", "given twice"),
         ({"maxBatchSize": "5", "max_batch_size": 6}, "maxBatchSize", "given twice"),
+        ({"maxRetries": "9" * 5000}, "maxRetries", "... (5002 characters), expected an"),
     ],
 )
 def test_invalid_values_name_the_option_the_value_and_what_is_allowed(
@@ -84,6 +85,10 @@ def test_invalid_values_name_the_option_the_value_and_what_is_allowed(
         SinkOptions.from_options(raw)
     assert caught.value.option == named
     assert named in str(caught.value) and shown in str(caught.value)
+
+
+def test_an_option_given_twice_with_one_value_is_that_value() -> None:
+    assert SinkOptions.from_options({"maxBatchSize": "5", "maxbatchsize": "5"}).max_batch_size == 5
 
 
 def test_integers_parse_exactly_however_large() -> None:
