@@ -103,16 +103,19 @@ class WriterStateError(AsyncSinkError, RuntimeError):
 class BadRecordError(AsyncSinkError):
     """An entry cannot be delivered: too large, not convertible, or rejected as malformed.
 
-    ``position`` is the entry's sequence number in the writer (0-based, in write order).
+    ``position`` is the entry's sequence number in the writer (0-based, in write order),
+    in ``scope`` (a durable writer's scope, such as a Spark task's partition) when given.
     ``unwritten``: the elements ``write_all`` had taken from an iterator past the bad
     one, which it did not write (write them first to go on).
     """
 
-    def __init__(self, position: int, reason: str) -> None:
+    def __init__(self, position: int, reason: str, scope: str | None = None) -> None:
         self.position = position
         self.reason = reason
+        self.scope = scope
         self.unwritten: tuple[object, ...] = ()
-        super().__init__(f"bad record at position {position}: {reason}")
+        where = f" of scope {scope}" if scope else ""
+        super().__init__(f"bad record at position {position}{where}: {reason}")
 
 
 class DeliveryError(AsyncSinkError):

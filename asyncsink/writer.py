@@ -647,7 +647,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         ``entry`` is a converted entry; ``element`` an input the converter refused.
         """
         if self._dead_letter is None:
-            raise BadRecordError(seq, reason)
+            raise BadRecordError(seq, reason, self._scope if self._log.persistent else None)
         if element is not None:
             record = element_bytes(element)
         else:

@@ -203,3 +203,24 @@ def test_a_sink_id_given_as_an_option_and_a_keyword_must_agree(spelling: str) ->
         f"option 'sinkId' is given twice, as {spelling!r} ('orders') in the options and as "
         "sink_id='payments': give it once"
     )
+
+
+@pytest.mark.parametrize("sink_id", ["", "  ", "a/b"])
+def test_a_sink_id_spark_cannot_name_scopes_with_fails_on_the_driver(sink_id: str) -> None:
+    with pytest.raises(OptionError) as caught:
+        foreach_batch("http", {"url": "http://127.0.0.1:9/in"}, sink_id=sink_id)
+    assert str(caught.value) == (
+        f"option 'sinkId': got {sink_id!r}, expected a name that is not blank and holds no '/'"
+    )
+
+
+def test_a_batch_id_without_a_sink_id_fails_on_the_driver() -> None:
+    with pytest.raises(OptionError, match="option 'batchId' \\(5\\) names a run of call records"):
+        SinkSpec("http", {"url": "http://127.0.0.1:9/in", "batchId": "5"})
+
+
+def test_records_in_memory_are_refused_for_spark() -> None:
+    options = {"url": "http://127.0.0.1:9/in", "recordStore": "memory://runs"}
+    with pytest.raises(OptionError, match="keeps call records in one Python process"):
+        foreach_batch("http", options, sink_id="orders")
+    SinkSpec("http", {**options, "sinkId": "orders"})  # outside Spark (tests): as before

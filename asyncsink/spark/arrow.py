@@ -25,6 +25,36 @@ from ..arrow_rows import ArrowRows
 __all__ = ["arrow_readable", "batch_chunks", "map_partitions_in_arrow"]
 
 
+def check_columns(schema: Any) -> None:
+    """Refuse a schema in which two fields of one struct (the columns, or a struct
+    column's fields) share a name: rows are sent by field name, so one of the values
+    would be lost.
+
+    Raises:
+        ValueError: two fields share a name (the message names it and where).
+    """
+    from pyspark.sql import types
+
+    def visit(data_type: Any, where: str) -> None:
+        if isinstance(data_type, types.StructType):
+            seen: set[str] = set()
+            for f in data_type.fields:
+                if f.name in seen:
+                    raise ValueError(
+                        f"the DataFrame has two {where} named {f.name!r}: rows are sent by "
+                        "field name, so one of the values would be lost; rename one (with "
+                        "toDF() or an alias) before writing"
+                    )
+                seen.add(f.name)
+                visit(f.dataType, f"fields of {f.name!r}")
+        elif isinstance(data_type, types.ArrayType):
+            visit(data_type.elementType, where)
+        elif isinstance(data_type, types.MapType):
+            visit(data_type.valueType, where)
+
+    visit(schema, "columns")
+
+
 def arrow_readable(schema: Any) -> bool:
     """Whether a DataFrame of ``schema`` can be read through Arrow with unchanged rows."""
     try:

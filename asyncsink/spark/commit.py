@@ -133,6 +133,30 @@ def commit_run(
     return total
 
 
+def drop_failed_run(spec: SinkSpec, identity: RunIdentity) -> None:
+    """A write failed: drop its call records if nothing can replay it (a fresh run: the
+    next write is a new run). Best effort: a store that fails is logged, not raised."""
+    sink_id = spec.durable.sink_id
+    if sink_id is None or not identity.fresh:
+        return
+    try:
+        anyio.run(_purge_run, spec.durable.store_url, sink_id, identity.run)
+    except Exception as exc:
+        log.warning(
+            "%s: a failed write's call records could not be dropped (purge them with "
+            "'asyncsink records purge STORE_URL %s --run %s --all'): %s",
+            identity.describe(sink_id),
+            sink_id,
+            identity.run,
+            exc,
+        )
+
+
+async def _purge_run(store_url: str, sink_id: str, run: str) -> None:
+    async with open_store(store_url) as store:
+        await store.purge(sink_id, run=run)
+
+
 async def _complete(
     spec: SinkSpec,
     identity: RunIdentity,

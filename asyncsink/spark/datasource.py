@@ -45,8 +45,14 @@ from asyncsink.sinks.registry import SinkEntry, sink_entry, sink_names
 
 from ..durable.completion import ScopeSummary
 from ..stats import WriterStatistics
-from .arrow import arrow_readable, batch_chunks
-from .commit import RunIdentity, batch_identity, commit_run, task_stream_run
+from .arrow import arrow_readable, batch_chunks, check_columns
+from .commit import (
+    RunIdentity,
+    batch_identity,
+    commit_run,
+    drop_failed_run,
+    task_stream_run,
+)
 from .preflight import check_workers
 from .runner import PartitionResult, run_chunks, run_partition
 from .spec import SinkSpec
@@ -123,10 +129,18 @@ class _BatchWriter(_Tasks, DataSourceWriter):
 
     def abort(self, messages: list[Any]) -> None:
         total, failed = _sum(messages)
+        if self.spec.durable.sink_id is None:
+            kept = ""
+        elif self.identity.fresh:
+            kept = "; its call records are dropped (without batchId, nothing replays it)"
+            drop_failed_run(self.spec, self.identity)
+        else:
+            kept = "; its call records are kept for a write of the same batchId"
         log.warning(
-            "write of %s aborted (%d tasks failed); call records are kept for the retry: %s",
+            "write of %s aborted (%d tasks failed)%s: %s",
             self.spec.sink,
             failed,
+            kept,
             total.summary(),
         )
 
@@ -188,13 +202,19 @@ class AsyncSinkDataSource(DataSource):
         options = {k: v for k, v in self.options.items() if k.lower() not in _SPARK_OWN}
         entry = self.sink_entry
         if entry is not None:
-            return SinkSpec(entry.name, options, entry=entry)
+            return SinkSpec(entry.name, options, entry=entry).for_spark()
         sink = options.get("writer")
         if not sink:
             raise ValueError("the asyncsink data source needs option 'writer' (module:Class)")
-        return SinkSpec(sink, options)
+        return SinkSpec(sink, options).for_spark()
 
     def writer(self, schema: Any, overwrite: bool) -> _BatchWriter:
+        if overwrite:
+            raise ValueError(
+                f"{self.name()} appends what it is given: mode('overwrite') cannot replace "
+                "what the destination holds; write with mode('append')"
+            )
+        check_columns(schema)
         arrow = arrow_readable(schema)
         writer = (_ArrowBatchWriter if arrow else _BatchWriter)(self._spec())
         writer.names = list(schema.names)

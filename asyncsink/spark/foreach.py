@@ -26,8 +26,8 @@ from typing import Any
 
 from ..errors import OptionError
 from ..stats import WriterStatistics
-from .arrow import arrow_readable, map_partitions_in_arrow
-from .commit import RunIdentity, batch_identity, commit_run, stream_identity
+from .arrow import arrow_readable, check_columns, map_partitions_in_arrow
+from .commit import RunIdentity, batch_identity, commit_run, drop_failed_run, stream_identity
 from .preflight import check_workers
 from .runner import PartitionResult, run_chunks, run_partition
 from .spec import SinkSpec
@@ -43,7 +43,7 @@ def _spec(sink: str, options: Mapping[str, Any] | None, sink_id: str | None) -> 
     merged = dict(options or {})
     if sink_id is not None:
         _set_keyword(merged, "sinkId", sink_id, "sink_id")
-    return SinkSpec(sink, merged)
+    return SinkSpec(sink, merged).for_spark()
 
 
 def _set_keyword(options: dict[str, Any], name: str, value: str, keyword: str) -> None:
@@ -75,6 +75,7 @@ def _chunks_task(spec: SinkSpec, identity: RunIdentity, chunks: Any) -> Partitio
 
 
 def _write(df: Any, spec: SinkSpec, identity: RunIdentity) -> list[PartitionResult]:
+    check_columns(df.schema)
     check_workers(df)
     if arrow_readable(df.schema):
         chunks_task = partial(_chunks_task, spec, identity)
@@ -159,7 +160,11 @@ def foreach_partition(
         _set_keyword(merged, "batchId", str(batch_id), "batch_id")
     spec = _spec(sink, merged, sink_id)
     identity = batch_identity(spec)
-    results = _write(df, spec, identity)
+    try:
+        results = _write(df, spec, identity)
+    except BaseException:
+        drop_failed_run(spec, identity)
+        raise
     stats = commit_run(spec, identity, results, completed_by="foreach_partition")
     log.info("job %s: %s", identity.describe(spec.durable.sink_id), stats.summary())
     return stats

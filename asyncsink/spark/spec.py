@@ -30,6 +30,17 @@ class DurableOptions(Options):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        sink_id = self.sink_id
+        if sink_id is not None and (not sink_id.strip() or "/" in sink_id):
+            raise OptionError("sinkId", sink_id, "a name that is not blank and holds no '/'")
+        if self.batch_id is not None and sink_id is None:
+            raise OptionError(
+                "batchId",
+                self.batch_id,
+                "",
+                message=f"option 'batchId' ({self.batch_id}) names a run of call records, "
+                "which only a write with a sinkId keeps: set sinkId too, or leave batchId out",
+            )
         if self.record_store is not None:
             try:
                 check_store_url(self.record_store)
@@ -54,8 +65,9 @@ class DurableOptions(Options):
         doc="Where call records live: sqlite:///path.db (one machine), dynamodb://table"
         "?region=... (clusters; also endpoint_url=... for another endpoint, and "
         "create_table=false to use an existing table only; credentials come from the AWS SDK's "
-        "default chain) or memory://name (tests). The default is a SQLite file private to "
-        "the user: $XDG_STATE_HOME/asyncsink/records.db, else "
+        "default chain) or memory://name (tests without Spark: each process holds its "
+        "own). The default is a SQLite file private to the user: "
+        "$XDG_STATE_HOME/asyncsink/records.db, else "
         "~/.local/state/asyncsink/records.db.",
     )
     batch_id: int | None = option(
@@ -111,6 +123,26 @@ class SinkSpec:
     reads_mappings: bool = field(init=False, repr=False, compare=False)
     """Whether the writer takes a dict of a row's fields as it takes the ``Row`` (its
     ``takes_mappings``): rows read through Arrow are then handed over as dicts."""
+
+    def for_spark(self) -> SinkSpec:
+        """This spec, checked for Spark's many worker processes.
+
+        Raises:
+            OptionError: ``recordStore`` is in memory: each worker would hold records of
+                its own, and a task retried in another would not see them.
+        """
+        store = self.durable.record_store
+        if self.durable.sink_id is not None and store and store.lower().startswith("memory:"):
+            raise OptionError(
+                "recordStore",
+                store,
+                "",
+                message=f"option 'recordStore': {store!r} keeps call records in one Python "
+                "process, but Spark runs tasks in several (a retried task would not see "
+                "them, and would send again what they say was delivered): use sqlite:// "
+                "(one machine) or dynamodb:// (a cluster)",
+            )
+        return self
 
     def build(self, call_log: CallRecorder | None = None) -> AsyncSinkWriter[Any, Any]:
         """A new writer for one partition (not opened yet).

@@ -141,8 +141,9 @@ class HttpOptions(ClientOptions):
     parse_partial_failures: bool = option(
         True,
         doc='Read per-entry outcomes from 2xx responses shaped {"errors": bool, "items": '
-        '[{"status": ...}, ...]} (item i is entry i): only failed entries are retried, and '
-        "entries refused with a 4xx item are bad records.",
+        '[{"status": ...}, ...]} (item i is entry i): entries with a 408, 409, 425, 429 or '
+        "5xx item are retried (429 and 503 as throttling), and those refused with another "
+        "4xx item are bad records.",
     )
     parse_response: ResponseParser | None = option(
         None,

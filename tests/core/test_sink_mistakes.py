@@ -356,3 +356,16 @@ async def test_a_sink_raising_a_retryable_error_is_unaffected() -> None:
     writer = FakeWriter(destination, options=SinkOptions(max_batch_size=10, **FAST))
     assert await run(writer, range(50)) is None
     assert sorted(destination.accepted) == list(range(50))
+
+
+async def test_a_durable_writers_bad_record_names_its_scope() -> None:
+    log = CallLog(MemoryStore(), Scope("orders", 7, 3))
+    writer = FakeWriter(Destination(), options=SinkOptions(max_batch_size=10), call_log=log)
+    with pytest.raises(BadRecordError) as caught:
+        async with writer:
+            await writer.write_all([{"n": 0}, {"n": 1, "unconvertible": True}])
+    assert caught.value.scope == "orders/7/3"
+    assert str(caught.value) == (
+        "bad record at position 1 of scope orders/7/3: conversion failed: ValueError: "
+        "cannot convert this one"
+    )

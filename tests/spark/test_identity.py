@@ -7,6 +7,7 @@ import logging
 import uuid
 from typing import Any
 
+import anyio
 import pytest
 
 from asyncsink.spark import foreach_batch, foreach_partition
@@ -217,3 +218,46 @@ def test_an_upstream_failure_under_a_streaming_data_source_loses_nothing(
     )
     run_stream(writer, tmp_path / "ck")
     assert_exactly_once(server, 1000)
+
+
+@pytest.mark.parametrize("entry", ["foreach_partition", "data source"])
+def test_a_failed_write_without_a_batch_id_leaves_no_records(
+    spark: Any, server: FaultServer, tmp_path: Any, entry: str
+) -> None:
+    from asyncsink.stores import open_store
+
+    store = f"sqlite:///{tmp_path}/r.db"
+    options = http_options(server, store, maxRetries=0, failFastOnConnectionRefused="false")
+    options["url"] = "http://127.0.0.1:9/refused"  # nothing listens: every request fails
+    with pytest.raises(Exception, match="DeliveryError"):
+        if entry == "data source":
+            writer = rows(spark, 200).write.format("asyncsink-http").options(**options)
+            writer.option("sinkId", "doomed").mode("append").save()
+        else:
+            foreach_partition(rows(spark, 200), "http", options, sink_id="doomed")
+
+    async def scopes() -> list[Any]:
+        async with open_store(store) as opened:
+            return await opened.scopes("doomed")
+
+    assert anyio.run(scopes) == []  # nothing replays a fresh run: its records are gone
+
+
+def test_two_columns_of_one_name_are_refused_before_anything_is_sent(
+    spark: Any, server: FaultServer, tmp_path: Any
+) -> None:
+    df = spark.createDataFrame([(1, 10, "x")], ["a", "a", "b"])
+    options = http_options(server, f"sqlite:///{tmp_path}/r.db")
+    with pytest.raises(ValueError, match="two columns named 'a'"):
+        foreach_partition(df, "http", options, sink_id="twins")
+    assert server.stats().requests == 0
+
+
+def test_the_data_sources_refuse_to_overwrite(
+    spark: Any, server: FaultServer, tmp_path: Any
+) -> None:
+    options = http_options(server, f"sqlite:///{tmp_path}/r.db")
+    writer = rows(spark, 10).write.format("asyncsink-http").options(**options)
+    with pytest.raises(Exception, match=r"mode\('overwrite'\) cannot replace"):
+        writer.mode("overwrite").save()
+    assert server.stats().requests == 0
