@@ -75,8 +75,8 @@ def _chunks_task(spec: SinkSpec, identity: RunIdentity, chunks: Any) -> Partitio
 
 
 def _write(df: Any, spec: SinkSpec, identity: RunIdentity) -> list[PartitionResult]:
-    check_columns(df.schema)
     check_workers(df)
+    check_columns(df.schema)
     if arrow_readable(df.schema):
         chunks_task = partial(_chunks_task, spec, identity)
         results: list[PartitionResult] = map_partitions_in_arrow(

@@ -94,12 +94,11 @@ def test_entries_through_arrow_are_the_bytes_of_each_rows_dict(spark: Any, keepe
     assert sorted(keeper.entries) == expected(df)
 
 
-def test_columns_of_one_name_are_encoded_from_the_dicts(spark: Any, keeper: Any) -> None:
-    # Two fields of one name: the column-wise encoding gives no answer, the dicts (last
-    # value wins, as in Row.asDict) are encoded instead.
+def test_columns_of_one_name_are_refused_before_anything_is_sent(spark: Any, keeper: Any) -> None:
+    # Rows are sent by field name: one of the two values would be lost.
     df = spark.createDataFrame(rows(), SCHEMA).selectExpr("id", "s", "i AS s", "l")
     assert arrow_readable(df.schema) and df.columns == ["id", "s", "s", "l"]
     url = f"http://127.0.0.1:{keeper.server_port}/ingest"
-    assert foreach_partition(df, "http", options(url)).delivered == 60
-    assert sorted(keeper.entries) == expected(df)
-    assert all(b'"s":"' not in entry for entry in keeper.entries)  # the int column won
+    with pytest.raises(ValueError, match="two columns named 's'"):
+        foreach_partition(df, "http", options(url))
+    assert keeper.entries == []
