@@ -5,7 +5,8 @@ reference.
 
     asyncsink demo [--rows N] [--sink http|kinesis|elasticsearch] [--no-kill] ...
     asyncsink records list sqlite:///path/records.db
-    asyncsink options [SINK] [--markdown] [--write-readme [PATH] | --check-readme [PATH]]
+    asyncsink options [SINK] [--import MODULE] [--markdown]
+                      [--write-readme [PATH] | --check-readme [PATH]]
 
 Exit codes: 0 done, 1 failed (the demo lost or duplicated rows, a README is out of date),
 2 bad usage (an unknown command, sink or option).
@@ -14,6 +15,7 @@ Exit codes: 0 done, 1 failed (the demo lost or duplicated rows, a README is out 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,7 +25,6 @@ from asyncsink.sinks import sink_names
 __all__ = ["main"]
 
 _PROG = "asyncsink"
-_SINKS = tuple(sink_names())
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -56,7 +57,19 @@ def _parser() -> argparse.ArgumentParser:
         description="List every option a sink takes (the core options and its own), with "
         "its default and meaning. Without SINK, the core options.",
     )
-    options.add_argument("sink", nargs="?", metavar="SINK", help=f"one of {', '.join(_SINKS)}")
+    builtin = ", ".join(sink_names())
+    options.add_argument(
+        "sink", nargs="?", metavar="SINK", help=f"{builtin}, or a sink MODULE registers"
+    )
+    options.add_argument(
+        "--import",
+        dest="modules",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE first (repeatable): one whose import registers a sink with "
+        "register_sink",
+    )
     options.add_argument(
         "--markdown", action="store_true", help="print the sink's own options as a Markdown table"
     )
@@ -97,10 +110,18 @@ def _options(args: argparse.Namespace) -> int:
             return 1
         print(f"{path}: up to date")
         return 0
+    for module in args.modules:
+        try:
+            importlib.import_module(module)
+        except Exception as exc:  # an import error, or one the module's code raised
+            print(f"{_PROG} options: cannot import {module!r}: {exc!r}", file=sys.stderr)
+            return 1
     sink = args.sink.lower() if args.sink else None
-    if sink is not None and sink not in _SINKS:
-        known = ", ".join(_SINKS)
-        print(f"{_PROG} options: error: unknown sink {args.sink!r}; known sinks: {known}",
+    known_sinks = sink_names()
+    if sink is not None and sink not in known_sinks:
+        known = ", ".join(known_sinks)
+        print(f"{_PROG} options: error: unknown sink {args.sink!r}; known sinks: {known} "
+              "(a sink of your own: --import the module that registers it)",
               file=sys.stderr)  # fmt: skip
         return 2
     try:

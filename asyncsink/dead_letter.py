@@ -10,6 +10,7 @@ record is handed over and counted in the statistics. Nothing is dropped silently
 from __future__ import annotations
 
 import base64
+import decimal
 import os
 import threading
 import time
@@ -79,6 +80,12 @@ class JsonLinesDeadLetter:
         return f"JsonLinesDeadLetter({self.path!r})"
 
 
+def _as_text(value: Any) -> str:
+    """A value JSON has no form for, as text: a ``Decimal`` as the sinks write it
+    (``"12.50"``), anything else by its ``repr``."""
+    return str(value) if isinstance(value, decimal.Decimal) else repr(value)
+
+
 def element_bytes(element: Any) -> bytes:
     """An input element as dead-letter content: JSON when it is a mapping (or a Spark
     ``Row``, by its ``asDict``), else its ``repr``."""
@@ -88,7 +95,7 @@ def element_bytes(element: Any) -> bytes:
     value = as_dict(recursive=True) if callable(as_dict) else element
     if isinstance(value, dict):
         try:
-            return orjson.dumps(value, default=repr, option=orjson.OPT_NON_STR_KEYS)
+            return orjson.dumps(value, default=_as_text, option=orjson.OPT_NON_STR_KEYS)
         except TypeError:
             pass
     return repr(element).encode()

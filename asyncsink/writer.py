@@ -1163,9 +1163,11 @@ def _as_ints(sizes: Sequence[object]) -> list[int] | None:
 
 
 def _is_stray(exc: BaseException) -> bool:
-    """Whether ``exc``, raised by a request, is the request's failure: not the running
-    task being cancelled (by the writer, or its caller), nor the program being stopped."""
-    if isinstance(exc, KeyboardInterrupt | SystemExit | GeneratorExit):
+    """Whether ``exc``, raised by a request, ends the writer (raised by the barrier)
+    rather than the request's task: anything but the task being cancelled (by the
+    writer, or its caller). A ``KeyboardInterrupt`` or ``SystemExit`` escaping a task
+    would stop the event loop itself, which a Spark worker keeps for its later tasks."""
+    if isinstance(exc, GeneratorExit):
         return False
     if isinstance(exc, asyncio.CancelledError):
         task = asyncio.current_task()

@@ -274,3 +274,31 @@ def test_demo_settings_are_checked_and_pick_the_kill_point() -> None:
     assert settings.rows_per_batch == 5000 and settings.kill_at_request == 10
     small = DemoSettings(rows=3000)
     assert small.rows_per_batch == 1000 and small.kill_at_request == 5  # after a full window
+
+
+def test_options_lists_a_sink_an_imported_module_registers(tmp_path: Path) -> None:
+    (tmp_path / "my_webhook.py").write_text(
+        "from dataclasses import dataclass\n"
+        "from asyncsink.options import Options, option\n"
+        "from asyncsink.sinks import register_sink\n\n"
+        "@dataclass(frozen=True, kw_only=True, repr=False)\n"
+        "class WebhookOptions(Options):\n"
+        "    url: str = option(doc='Where the rows go.')\n"
+        "    tenant_code: str = option('main', doc='The tenant to post as.')\n\n"
+        "register_sink('webhook', 'my_webhook:create', WebhookOptions)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    command = [sys.executable, "-m", "asyncsink", "options", "webhook"]
+    unknown = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert unknown.returncode == 2
+    assert "--import the module that registers it" in unknown.stderr
+    listed = subprocess.run(
+        [*command, "--import", "my_webhook"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert "tenantCode" in listed.stdout and "The tenant to post as." in listed.stdout
+    missing = subprocess.run(
+        [*command, "--import", "no_such_module"], env=env, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert missing.returncode == 1 and "cannot import 'no_such_module'" in missing.stderr

@@ -48,6 +48,8 @@ class RunIdentity:
     fresh: bool = False
 
     def describe(self, sink_id: str | None) -> str:
+        if sink_id is None:
+            return f"batch {self.batch_id}"
         run = f" (run {self.run})" if self.run else ""
         return f"batch {self.batch_id} of {sink_id}{run}"
 

@@ -205,7 +205,9 @@ class AsyncSinkDataSource(DataSource):
             return SinkSpec(entry.name, options, entry=entry).for_spark()
         sink = options.get("writer")
         if not sink:
-            raise ValueError("the asyncsink data source needs option 'writer' (module:Class)")
+            raise ValueError(
+                "the asyncsink data source needs option 'writer' (module:Class or module:function)"
+            )
         return SinkSpec(sink, options).for_spark()
 
     def writer(self, schema: Any, overwrite: bool) -> _BatchWriter:

@@ -36,6 +36,7 @@ from anyio.from_thread import BlockingPortal
 
 from ..durable.call_log import CallLog
 from ..durable.completion import ScopeSummary
+from ..errors import FatalError
 from ..stats import WriterStatistics
 from ..stores import RecordStore, Scope, open_store
 from .spec import SinkSpec
@@ -184,11 +185,16 @@ async def _deliver(
         store = _store(spec.durable.store_url) if scope is not None else None
         call_log = CallLog(store, scope) if store is not None and scope is not None else None
         writer = spec.build(call_log=call_log)
-        async with writer:
-            async for chunk in receive:
-                if isinstance(chunk, _ReadFailed):
-                    raise chunk
-                await writer.write_all(chunk)
+        try:
+            async with writer:
+                async for chunk in receive:
+                    if isinstance(chunk, _ReadFailed):
+                        raise chunk
+                    await writer.write_all(chunk)
+        except (KeyboardInterrupt, SystemExit) as exc:
+            # Raised out of this task, either would stop the worker's event loop, which
+            # its later tasks need: the task fails instead, and Spark retries it.
+            raise FatalError(f"{scope or 'the partition'}: the writer ended with {exc!r}") from exc
     stats = writer.statistics()
     log.info("%s: %s", scope or "partition", stats.summary())
     return PartitionResult(stats, call_log.summary() if call_log is not None else None)

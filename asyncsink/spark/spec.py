@@ -87,7 +87,8 @@ class DurableOptions(Options):
     writer: str | None = option(
         None,
         kind="str",
-        doc="For the generic data source: the writer class, as module:Class.",
+        doc="For the generic data source: the writer, as module:Class (an AsyncSinkWriter "
+        "subclass) or module:function (a factory taking the options and call_log=...).",
     )
 
 
@@ -157,7 +158,20 @@ class SinkSpec:
             if unknown:
                 raise_unknown(unknown, [SinkOptions, DurableOptions])
             return target(options=core, call_log=call_log)
-        writer: AsyncSinkWriter[Any, Any] = target(self.writer_options, call_log=call_log)
+        try:
+            writer = target(self.writer_options, call_log=call_log)
+        except OptionError:
+            raise
+        except TypeError as exc:
+            raise TypeError(
+                f"sink {self.sink!r}: calling it as a factory, with the options and "
+                f"call_log=..., failed: {exc}"
+            ) from exc
+        if not isinstance(writer, AsyncSinkWriter):
+            raise TypeError(
+                f"sink {self.sink!r} gave {type(writer).__name__}, not an AsyncSinkWriter "
+                "(a factory must return a writer; a class must subclass AsyncSinkWriter)"
+            )
         return writer
 
     def _target(self) -> Any:
