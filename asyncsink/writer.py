@@ -200,9 +200,11 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         ``super().convert_all`` instead when ``convert`` reads ``entry_position`` (in an
         override, it stays the run's first element's: element ``i`` is at
         ``entry_position + i``).
-        Override it when a run converts faster at once. If
-        it raises, the writer converts that run again one element at a time, with
-        ``convert``, to report the bad record at its position.
+        Override it when a run converts faster at once, giving each element the very
+        entry ``convert`` gives it: a retried task and a replay convert one element at
+        a time, and recognise delivered entries by their bytes. If it raises, the writer
+        converts that run again one element at a time, with ``convert``, to report the
+        bad record at its position.
 
         Return a list, or, for entries that are bytes, ``PackedEntries``: the writer
         keeps those packed, and a request cut from one run reaches
