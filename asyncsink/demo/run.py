@@ -17,7 +17,7 @@ import orjson
 
 from ..stats import WriterStatistics
 from .destinations import DemoUnavailable, Destination, destination_for
-from .settings import DemoReport, DemoSettings, KillInfo
+from .settings import DemoReport, DemoSettings, KillInfo, plural
 from .writer import KILL_AT_OPTION, KILL_MARKER_OPTION, SINK_OPTION
 
 __all__ = ["run_demo"]
@@ -112,9 +112,9 @@ class _Batches:
             if self.kill_batch == batch_id and self.marker.exists():
                 self._say(
                     f"batch {batch_id}: a task was killed mid-partition; Spark ran it again, "
-                    f"and the retry skipped {stats.skipped:,} entries already delivered, "
-                    f"settled {stats.reconciled:,} calls left pending by looking them up and "
-                    f"re-sent {stats.resent_calls:,}"
+                    f"and the retry skipped {plural(stats.skipped, 'entry', 'entries')} already "
+                    f"delivered, settled {plural(stats.reconciled, 'call')} left pending by "
+                    f"looking them up and re-sent {stats.resent_calls:,}"
                 )
             if self.bar is not None:
                 self._advance(self.rows_done)

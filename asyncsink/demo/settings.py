@@ -155,7 +155,7 @@ class DemoReport:
                 _line(
                     "task killed",
                     f"{where}partition {self.kill.partition}, attempt {self.kill.attempt}, with "
-                    f"{_n(self.kill.acknowledged, 'request')} acknowledged, one more "
+                    f"{plural(self.kill.acknowledged, 'request')} acknowledged, one more "
                     f"answered but not yet recorded, and {self.kill.in_flight} in flight; "
                     "Spark ran the task again",
                 )
@@ -166,7 +166,7 @@ class DemoReport:
         lines.append(
             _line(
                 "recovered calls",
-                f"{_n(w.reconciled + w.resent_calls, 'call')} left pending by a lost attempt: "
+                f"{plural(w.reconciled + w.resent_calls, 'call')} left pending by a lost attempt: "
                 f"{w.reconciled:,} settled by {self.settled_by}, {w.resent_calls:,} re-sent "
                 f"{self.resent_as}",
             )
@@ -190,7 +190,7 @@ class DemoReport:
             lines.append(f"FAILED: {self.error}")
         elif self.ok and self.duplicates:
             lines.append(
-                f"OK: every row was delivered; {_n(self.duplicates, 'row')} stored twice, as "
+                f"OK: every row was delivered; {plural(self.duplicates, 'row')} stored twice, as "
                 "at-least-once delivery allows."
             )
         elif self.ok and not self.idempotent:
@@ -202,8 +202,8 @@ class DemoReport:
         return "\n".join(lines)
 
 
-def _n(count: int, word: str) -> str:
-    return f"{count:,} {word}" if count == 1 else f"{count:,} {word}s"
+def plural(count: int, word: str, words: str = "") -> str:
+    return f"{count:,} {word}" if count == 1 else f"{count:,} {words or word + 's'}"
 
 
 def _ms(value: float) -> str:
