@@ -166,6 +166,17 @@ def _checked(result: SubmitResult, count: int) -> SubmitResult:
     )
 
 
+def integer(value: object) -> int | None:
+    """``value`` as an ``int`` (a numpy integer too), or ``None`` when it is no integer
+    (a ``bool`` is none either)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        return None
+
+
 def _is_empty(values: object) -> bool:
     try:
         return len(values) == 0  # type: ignore[arg-type]
@@ -180,14 +191,9 @@ def _indexes(values: object, count: int, what: str) -> list[int]:
         )
     indexes = []
     for value in values:
-        try:
-            if isinstance(value, bool):
-                raise TypeError
-            index = operator.index(value)
-        except TypeError:
-            raise TypeError(
-                f"SubmitResult.{what} holds {value!r:.50}, not an entry index"
-            ) from None
+        index = integer(value)
+        if index is None:
+            raise TypeError(f"SubmitResult.{what} holds {value!r:.50}, not an entry index")
         if not 0 <= index < count:
             raise TypeError(
                 f"SubmitResult.{what} holds index {index}, but the request has {count} "

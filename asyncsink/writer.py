@@ -21,7 +21,6 @@ import abc
 import asyncio
 import enum
 import logging
-import operator
 import time
 from collections.abc import AsyncIterable, Collection, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
@@ -52,7 +51,7 @@ from .options import SinkOptions
 from .packed import PackedEntries
 from .rate_limit import AIMDWindow
 from .recording import CallRecorder, NoRecords
-from .request import CallInfo, SubmitResult, _current, as_result
+from .request import CallInfo, SubmitResult, _current, as_result, integer
 from .retry import ErrorKind, RetryPolicy, default_classification
 from .stats import LatencyHistogram, WriterStatistics, new_latency_counts
 
@@ -518,13 +517,8 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             FatalError: it is no size in bytes (an ``int`` >= 0): the sink is wrong, so
                 the writer fails.
         """
-        try:
-            if isinstance(size, bool):
-                raise TypeError
-            value = operator.index(size)  # type: ignore[arg-type]
-        except TypeError:
-            value = -1
-        if value >= 0:
+        value = integer(size)
+        if value is not None and value >= 0:
             return value
         fatal = FatalError(
             f"entry_size returned {size!r:.50} ({type(size).__name__}) for entry {seq}: "
@@ -1152,16 +1146,8 @@ def _as_ints(sizes: Sequence[object]) -> list[int] | None:
     """``entry_sizes`` results as ``int`` (numpy integers...), or ``None`` if one is not
     an integer."""
     tolist = getattr(sizes, "tolist", None)
-    values = tolist() if callable(tolist) else list(sizes)
-    ints = []
-    for value in values:
-        if isinstance(value, bool):
-            return None
-        try:
-            ints.append(operator.index(value))  # type: ignore[arg-type]
-        except TypeError:
-            return None
-    return ints
+    ints = list(map(integer, tolist() if callable(tolist) else sizes))
+    return None if None in ints else ints  # type: ignore[return-value]
 
 
 def _is_stray(exc: BaseException) -> bool:
