@@ -23,6 +23,7 @@ from .errors import OptionError
 from .masking import mask_url
 
 __all__ = [
+    "SPARK_OPTIONS",
     "OptionSpec",
     "Options",
     "SinkOptions",
@@ -35,6 +36,10 @@ __all__ = [
 ]
 
 _MISSING: Any = dataclasses.MISSING
+
+# The options of the Spark integration (``asyncsink.spark``): the scope of the call
+# records and the generic data source's writer. A writer made outside Spark refuses them.
+SPARK_OPTIONS = ("sinkId", "batchId", "recordStore", "retainBatches", "writer")
 _SIZE_UNITS = {
     **{unit: 1 for unit in ("", "b", "bytes")},
     **{unit: 1024 for unit in ("k", "kb", "kib")},
@@ -218,7 +223,16 @@ def raise_unknown(
         OptionError: always.
     """
     known = sorted({spec.spark_name for group in groups for spec in option_specs(group)})
-    raise OptionError.unknown(sorted(unknown)[0], known, where=where)
+    name = sorted(unknown)[0]
+    spark_only = {option.lower(): option for option in SPARK_OPTIONS}.get(name.lower())
+    if spark_only is not None and spark_only not in known:
+        message = (
+            f"option {spark_only!r} belongs to the Spark entry points (foreach_batch, "
+            "foreach_partition, the data sources); a writer made outside Spark keeps call "
+            "records through call_log=CallLog(store, Scope(...)) instead"
+        )
+        raise OptionError(name, None, ", ".join(known), message=message)
+    raise OptionError.unknown(name, known, where=where)
 
 
 def rule_of(spec: OptionSpec) -> str:

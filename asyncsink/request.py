@@ -92,6 +92,10 @@ class SubmitResult:
     records: dead-lettered or failing the task; never retried).
     ``throttled``: the failures were the destination pushing back (shrinks the window).
     ``retry_after``: the destination's hint, in seconds, before retrying.
+    ``reason``: why the entries to retry failed (the destination's error for one of them,
+    or a count of its error codes), for the writer's messages: the cause a
+    ``DeliveryError`` shows when they run out of retries.
+    ``detail``: anything to keep in the call's record (see ``recorded_results``).
     """
 
     retry: Sequence[int] = ()
@@ -99,6 +103,7 @@ class SubmitResult:
     throttled: bool = False
     retry_after: float | None = None
     detail: Any = None
+    reason: str | None = None
 
 
 def as_result(answer: object, entries: Sequence[object]) -> SubmitResult:

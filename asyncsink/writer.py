@@ -963,8 +963,9 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             if result.throttled:
                 self._throttled(call, now)
             failed = run.pick(sorted(retry))
+            why = f": {result.reason}" if result.reason else ""
             cause = AsyncSinkError(
-                f"request {call.info.call_id}: {len(failed)} of {len(seqs)} entries failed"
+                f"request {call.info.call_id}: {len(failed)} of {len(seqs)} entries failed{why}"
             )
             self._requeue(failed, cause, result.retry_after, now, pinned=None)
         else:

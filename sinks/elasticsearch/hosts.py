@@ -1,7 +1,7 @@
 """Which node a request goes to: round-robin, skipping nodes that cannot be connected to.
 
 A node whose connection attempt failed sits out for a while (1 s, doubling with each
-further failure, up to 60 s); a request that reaches it again ends that. When every node
+failure after it was back, up to 60 s); a request that reaches it again ends that. When every node
 sits out, they are still tried, the one due back first leading, so the writer never stops
 trying on its own: its retry policy decides.
 """
@@ -63,11 +63,18 @@ class HostPool:
         return ready + waiting
 
     def failed(self, host: str) -> float:
-        """``host`` could not be connected to; returns how long it sits out (seconds)."""
+        """``host`` could not be connected to; returns how long it sits out (seconds).
+
+        A failure while it already sits out (a burst of requests that tried it at once,
+        or while every node sat out) is the same outage: the pause is not doubled."""
+        now = self._clock()
+        back_at = self._back_at.get(host, 0.0)
+        if back_at > now:
+            return back_at - now
         failures = self._failures.get(host, 0) + 1
         self._failures[host] = failures
         pause: float = min(self._max, self._initial * 2.0 ** min(failures - 1, 30))
-        self._back_at[host] = self._clock() + pause
+        self._back_at[host] = now + pause
         return pause
 
     def succeeded(self, host: str) -> None:

@@ -23,7 +23,10 @@ __all__ = ["ElasticsearchOptions", "Operation"]
 
 Operation = Literal["index", "create", "update", "delete"]
 
-_CONTROL = re.compile(r"[\r\n\0]")
+# What Elasticsearch refuses in the name of an index (or of an alias or data stream):
+# these characters and control characters anywhere, and these first characters.
+_NOT_IN_INDEX = re.compile(r'[\\/*?"<>|, #:\x00-\x1f]')
+_NOT_FIRST_IN_INDEX = ("_", "-", "+")
 _FIELD_OPTIONS = (("index_field", "indexField"), ("id_field", "idField"),
                   ("routing_field", "routingField"))  # fmt: skip
 
@@ -196,10 +199,14 @@ class ElasticsearchOptions(ClientOptions):
                 message="set option 'index' (every document goes there) or 'indexField' "
                 "(each row names its index)",
             )
-        if self.index is not None and (
-            self.index != self.index.lower() or _CONTROL.search(self.index)
-        ):
-            raise OptionError("index", self.index, "a lower-case index, alias or data stream")
+        if self.index is not None and not _valid_index(self.index):
+            raise OptionError(
+                "index",
+                self.index,
+                "the name of an index, alias or data stream as Elasticsearch takes it: lower "
+                "case, not '.' or '..', not starting with '_', '-' or '+', none of "
+                '\\ / * ? " < > | , # : or space, at most 255 bytes',
+            )
         for name, spark in _FIELD_OPTIONS:
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
@@ -242,3 +249,14 @@ class ElasticsearchOptions(ClientOptions):
         for header in self.auth_headers().values():
             values += [header, header.partition(" ")[2]]
         return [value for value in values if value]
+
+
+def _valid_index(name: str) -> bool:
+    """Whether Elasticsearch takes ``name`` as the name of an index to write to."""
+    return (
+        name == name.lower()
+        and name not in (".", "..")
+        and not name.startswith(_NOT_FIRST_IN_INDEX)
+        and _NOT_IN_INDEX.search(name) is None
+        and len(name.encode()) <= 255
+    )

@@ -163,8 +163,17 @@ def read_bulk_items(
             rejected[index] = f"HTTP {status} {_describe(error, redact)}".rstrip()
     if not retry and not rejected:
         return None
+    reason = None
+    if retry:  # the first to retry, for the message of a DeliveryError
+        one = retry[0]
+        error = items.body(one).get("error")
+        reason = f"document {one}: HTTP {items.statuses[one]} {_describe(error, redact)}"
     return SubmitResult(
-        retry=retry, rejected=rejected, throttled=throttled, retry_after=retry_after
+        retry=retry,
+        rejected=rejected,
+        throttled=throttled,
+        retry_after=retry_after,
+        reason=reason.rstrip() if reason else None,
     )
 
 

@@ -212,9 +212,13 @@ class ElasticsearchWriter(HttpClientWriter[Any, BulkEntry]):
                 problem = error_for_transport(exc, request_of(exc), self._redact)
                 if isinstance(problem, FatalError):
                     raise problem from exc
+                known = pool.is_sitting_out(host)  # this outage was logged already
                 pause = pool.failed(host)
                 failures.append(f"{host}: {problem}")
-                log.warning("cannot connect to %s; skipping it for %g s: %s", host, pause, problem)
+                if not known:
+                    log.warning(
+                        "cannot connect to %s; skipping it for %g s: %s", host, pause, problem
+                    )
                 last = exc
                 continue
             except httpx.HTTPError as exc:

@@ -211,8 +211,16 @@ def parse_items(
             rejected[index] = _reason(status, items.body(index).get("error"), redact)
     if not retry and not rejected:
         return None
+    reason = None
+    if retry:  # the first to retry, for the message of a DeliveryError
+        one = retry[0]
+        reason = f"entry {one}: {_reason(statuses[one], items.body(one).get('error'), redact)}"
     return SubmitResult(
-        retry=retry, rejected=rejected, throttled=throttled, retry_after=retry_after
+        retry=retry,
+        rejected=rejected,
+        throttled=throttled,
+        retry_after=retry_after,
+        reason=reason,
     )
 
 

@@ -219,6 +219,8 @@ class JsonEntryEncoder:
             except TypeError as exc:
                 if isinstance(value, int):
                     return path, value, "an integer beyond the 64-bit range"
+                if isinstance(value, str):  # a lone surrogate: not text UTF-8 can hold
+                    return path, value, str(exc)
                 try:
                     converted = self._default(value)
                 except TypeError as refused:

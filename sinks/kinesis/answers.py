@@ -113,7 +113,10 @@ def _partial_failure(records: list[Mapping[str, Any]], failed: list[int]) -> Put
             throttled = True
         elif code not in _EXPECTED_RECORD_CODES and len(unexpected) < 3:
             unexpected.append(f"{code}: {result.get('ErrorMessage', '')}")
-    retry = SubmitResult(retry=failed, throttled=throttled, detail={"errorCodes": codes})
+    reason = ", ".join(f"{code} ({count})" for code, count in codes.items())
+    retry = SubmitResult(
+        retry=failed, throttled=throttled, detail={"errorCodes": codes}, reason=reason
+    )
     return PutRecordsAnswer(retry, unexpected)
 
 

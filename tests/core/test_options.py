@@ -8,7 +8,8 @@ from typing import Literal
 import pytest
 
 from asyncsink import OptionError, SinkOptions
-from asyncsink.options import Options, option, option_specs, parse_options
+from asyncsink.options import SPARK_OPTIONS, Options, option, option_specs, parse_options
+from asyncsink.sinks import sink_factory
 
 
 def test_spark_strings_parse_case_insensitively_with_units() -> None:
@@ -108,6 +109,29 @@ def test_unknown_options_are_an_error_listing_the_known_ones() -> None:
         SinkOptions.from_options({"maxBatchSise": "10"})
     assert "unknown option 'maxBatchSise'" in str(caught.value)
     assert "maxBatchSize" in str(caught.value)
+
+
+@pytest.mark.parametrize("sink", ["http", "kinesis", "elasticsearch"])
+@pytest.mark.parametrize("name", ["sinkId", "batchid", "recordStore", "retainBatches", "writer"])
+def test_a_spark_option_outside_spark_says_where_it_belongs(sink: str, name: str) -> None:
+    required = {
+        "http": {"url": "http://127.0.0.1:9"},
+        "kinesis": {"streamName": "s", "region": "us-east-1"},
+        "elasticsearch": {"hosts": "http://127.0.0.1:9", "index": "i"},
+    }[sink]
+    with pytest.raises(OptionError) as caught:
+        sink_factory(sink)({**required, name: "secret-value"})
+    message = str(caught.value)
+    assert caught.value.option == name
+    assert "belongs to the Spark entry points" in message
+    assert "call_log=CallLog(store, Scope(...))" in message
+    assert "secret-value" not in message
+
+
+def test_the_spark_options_are_those_of_the_spark_integration() -> None:
+    from asyncsink.spark.spec import DurableOptions
+
+    assert sorted(SPARK_OPTIONS) == sorted(s.spark_name for s in option_specs(DurableOptions))
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)

@@ -150,6 +150,18 @@ async def test_entries_out_of_retries_fail_the_barrier_with_counts() -> None:
     assert writer.statistics().failed == 1
 
 
+async def test_a_delivery_error_shows_why_the_destination_refused_the_entries() -> None:
+    def handler(entries: list[int], call: CallInfo) -> SubmitResult:
+        retry = [i for i, e in enumerate(entries) if e == 5]
+        return SubmitResult(retry=retry, reason="entry 5: HTTP 503: shard busy")
+
+    options = SinkOptions(max_batch_size=10, max_retries=1, initial_backoff_ms=0)
+    writer = FakeWriter(Destination(handler), options=options)
+    with pytest.raises(DeliveryError) as caught:
+        await deliver(writer, range(10))
+    assert "1 of 1 entries failed: entry 5: HTTP 503: shard busy" in str(caught.value)
+
+
 async def test_backoff_grows_exponentially_within_jitter() -> None:
     attempts: list[float] = []
 

@@ -230,6 +230,13 @@ def test_parse_items_applies_the_rule_without_a_writer() -> None:
     assert result is not None and list(result.retry) == [0]
 
 
+def test_the_reason_of_a_partial_failure_is_the_first_retried_entry_s_error() -> None:
+    body = b'{"items":[{"status":200},{"status":503,"error":"shard busy"},{"status":500}]}'
+    result = parse_items(body, 3, Redactor(("busy",)))
+    assert result is not None and list(result.retry) == [1, 2]
+    assert result.reason == "entry 1: HTTP 503: shard ***"  # redacted like every message
+
+
 # ---------------------------------------------------------------------- reconcile
 
 

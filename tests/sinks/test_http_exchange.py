@@ -154,7 +154,11 @@ async def test_per_entry_failures_and_retry_after_are_read_the_same() -> None:
     reply = reply_json("200 OK", item_statuses(201, 400, 503), "Retry-After: 1.5")
     outcomes = await both(reply)
     expected = SubmitResult(
-        retry=[2], rejected={1: "HTTP 400: bad value"}, throttled=True, retry_after=1.5
+        retry=[2],
+        rejected={1: "HTTP 400: bad value"},
+        throttled=True,
+        retry_after=1.5,
+        reason="entry 2: HTTP 503: bad value",
     )
     assert outcomes[0] == ("result", expected)
 

@@ -310,6 +310,8 @@ def test_unencodable_value_error_names_the_field_path() -> None:
         encode({"n": [1, 2**70]})
     with pytest.raises(EntryEncodingError, match=r"'r.when'.*set"):
         encode({"r": FakeRow(id=1, when={1})})
+    with pytest.raises(EntryEncodingError, match=r"'s\[0\]'.*surrogates not allowed"):
+        encode({"s": ["x\ud800"]})
 
 
 async def test_unencodable_row_fails_with_its_position_and_field(endpoint: Endpoint) -> None:

@@ -939,3 +939,16 @@ def test_the_package_exports_what_it_names() -> None:
     for name in kinesis_package.__all__:
         assert hasattr(kinesis_package, name)
     assert KinesisEntry(b"ab", "ké").size == 2 + 3
+
+
+def test_the_reason_of_failed_records_counts_their_error_codes() -> None:
+    from asyncsink.sinks.kinesis.answers import read_put_records
+
+    stored = {"SequenceNumber": "1", "ShardId": "shardId-0"}
+    busy = {"ErrorCode": "ProvisionedThroughputExceededException", "ErrorMessage": "Rate"}
+    internal = {"ErrorCode": "InternalFailure", "ErrorMessage": "oops"}
+    answer = {"FailedRecordCount": 3, "Records": [busy, stored, internal, busy]}
+    result, unexpected = read_put_records(answer, 4, "s")
+    assert result is not None and list(result.retry) == [0, 2, 3] and result.throttled
+    assert result.reason == "ProvisionedThroughputExceededException (2), InternalFailure (1)"
+    assert unexpected == []
