@@ -24,11 +24,15 @@ store URL).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import re
+import sqlite3
 import sys
 import time
 from collections.abc import Callable, Collection, Coroutine, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -38,6 +42,7 @@ from ..durable.calls import FN_PREFIX, decode_fn_record
 from ..durable.completion import BATCH_KEY, SUMMARY_KEY, CompletedBatch, ScopeSummary
 from ..durable.records import decode_record, load_json_object, to_ranges
 from ..errors import DurableError
+from ..masking import mask_url
 from ..stores import RecordStore, Scope, ScopeInfo, default_store_url, open_store
 from ..stores.sqlite import SQLiteStore
 
@@ -170,11 +175,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         except DurableError as exc:
             return _error(f"cannot open the default store: {exc}", 2)
     try:
-        store = open_store(args.store)
+        store = _open(args.store)
     except (ValueError, ImportError) as exc:
         return _error(f"cannot open the store: {exc}", 2)
-    if isinstance(store, SQLiteStore) and not store.path.is_file():
-        return _error(f"cannot open the store: no SQLite file at {str(store.path)!r}", 2)
+    if isinstance(store, SQLiteStore):
+        problem = _not_a_record_file(store.path)
+        if problem:
+            return _error(f"cannot open the store: {problem}", 2)
     command: Callable[[RecordStore, argparse.Namespace], Coroutine[Any, Any, int]] = {
         "list": _list,
         "show": _show,
@@ -186,9 +193,51 @@ def main(argv: Sequence[str] | None = None) -> int:
             return await command(store, args)
 
     try:
-        return anyio.run(run)
+        code = anyio.run(run)
+        sys.stdout.flush()  # here, where a reader gone away can be told from a failure
     except (DurableError, ValueError) as exc:
         return _error(str(exc), 1)
+    except BrokenPipeError:  # the reader went away (`| head`): what it read was shown
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # nothing left to flush at exit
+        os.close(devnull)
+        return 0
+    return code
+
+
+def _open(url: str) -> RecordStore:
+    """The store at ``url``, as the commands read it: a DynamoDB table that does not
+    exist is an error, not created (a mistyped name would otherwise list no scopes).
+
+    Raises:
+        ValueError, ImportError: as ``open_store``.
+    """
+    if url[:11].lower() == "dynamodb://":
+        from ..stores.dynamodb import DynamoDBStore
+        from ..stores.urls import parse_dynamodb_url
+
+        parsed = parse_dynamodb_url(url)
+        return DynamoDBStore(parsed.table, parsed.region, parsed.endpoint_url, create_table=False)
+    return open_store(url)
+
+
+def _not_a_record_file(path: Path) -> str | None:
+    """Why the file at ``path`` is no record store to read, or ``None``: it does not
+    exist, or it is another program's SQLite database (opening it as a store would
+    switch it to WAL and add the store's tables). Read without writing a byte."""
+    if not path.is_file():
+        return f"no SQLite file at {str(path)!r}"
+    try:
+        with contextlib.closing(
+            sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        ) as conn:
+            (version,) = conn.execute("PRAGMA user_version").fetchone()
+            tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
+    except sqlite3.Error as exc:
+        return f"{str(path)!r} cannot be read as SQLite: {exc}"
+    if version == 0 and tables:
+        return f"{str(path)!r} is another program's SQLite database, not a record store"
+    return None
 
 
 def _error(message: str, code: int) -> int:
@@ -246,7 +295,8 @@ async def _show(store: RecordStore, args: argparse.Namespace) -> int:
         held = (
             f"; batch {args.batch}, partition {args.partition} is held with --run " if runs else ""
         )
-        return _error(f"no scope {scope} in {args.store}{held}{' or '.join(runs)}", 1)
+        where = mask_url(args.store)
+        return _error(f"no scope {scope} in {where}{held}{' or '.join(runs)}", 1)
     status = "COMPLETED" if state.completed else "not completed"
     print(f"scope {scope}: epoch {state.epoch}, {status}, {len(state.records)} records")
     if not state.records:

@@ -362,8 +362,9 @@ class DynamoDBStore(RecordStore):
             size = _item_bytes(scope, name, value)
             if size > MAX_ITEM_BYTES:
                 raise DurableError(
-                    f"record {name!r} of scope {scope} is {size} bytes; "
-                    f"a DynamoDB item holds at most {MAX_ITEM_BYTES}"
+                    f"record {name!r} of scope {scope} is {size} bytes; a DynamoDB item "
+                    f"holds at most {MAX_ITEM_BYTES} (a request's record takes about 5 bytes "
+                    "an entry: lower maxBatchSize; a durable call's result must be smaller)"
                 )
             put = {"Put": {"TableName": self._table, "Item": item}}
             actions.append((put, _wire_bytes(size - len(value), len(value))))

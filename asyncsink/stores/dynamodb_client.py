@@ -15,12 +15,14 @@ import time
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any, cast
+from urllib.parse import parse_qsl, urlsplit
 
 from aiobotocore.session import get_session
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from asyncsink.errors import DurableError
+from asyncsink.masking import mask_url
 from asyncsink.stores.base import Scope
 
 __all__ = ["AwsCredentials", "TableClient"]
@@ -136,6 +138,11 @@ class TableClient:
             await stack.aclose()
 
     def _redact(self, text: str) -> str:
+        endpoint = self._endpoint_url
+        if endpoint:  # a token in its query, a password in its authority
+            text = text.replace(endpoint, mask_url(endpoint))
+            for part in _url_secrets(endpoint):  # in the forms botocore writes it
+                text = text.replace(part, "***")
         credentials = self._credentials
         if credentials is None:
             return text
@@ -277,3 +284,13 @@ def _data_loader(session: Any) -> Any:
 
 def _snake(operation: str) -> str:
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in operation).lstrip("_")
+
+
+def _url_secrets(url: str) -> list[str]:
+    """The parts of ``url`` that may be secret: its password and query values (those of
+    six characters or more, which cannot be mistaken for the rest of a message)."""
+    parts = urlsplit(url)
+    values = [value for _, value in parse_qsl(parts.query)]
+    if parts.password:
+        values.append(parts.password)
+    return [value for value in values if len(value) >= 6]

@@ -65,6 +65,7 @@ DROP TABLE records_v1;
 """
 
 _RETRY_PAUSE_S = (0.005, 0.1)  # first and longest pause between setup attempts
+_LONGEST_WAIT_S = (2**31 - 1) / 1000  # SQLite's busy timeout is an int of milliseconds
 
 
 def open_connection(path: Path, timeout: float) -> sqlite3.Connection:
@@ -79,6 +80,7 @@ def open_connection(path: Path, timeout: float) -> sqlite3.Connection:
         OSError: the file or a directory cannot be created.
     """
     _create_private_file(path)
+    timeout = min(timeout, _LONGEST_WAIT_S)  # longer would wrap around to no wait at all
     deadline = time.monotonic() + timeout
     pause = _RETRY_PAUSE_S[0]
     while True:

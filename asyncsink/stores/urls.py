@@ -11,11 +11,12 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
 __all__ = ["DynamoDBURL", "parse_dynamodb_url", "parse_memory_url", "parse_sqlite_url"]
 
 _TABLE_NAME = re.compile(r"[A-Za-z0-9_.-]{3,255}")
+_REGION = re.compile(r"[a-z]{2}(-[a-z0-9]+)+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,9 +81,21 @@ def parse_dynamodb_url(url: str) -> DynamoDBURL:
     create = options.get("create_table", "true").lower()
     if create not in ("true", "false"):
         raise ValueError("dynamodb store option create_table must be true or false")
-    return DynamoDBURL(
-        table, options.get("region"), options.get("endpoint_url"), create_table=create == "true"
-    )
+    region, endpoint = options.get("region"), options.get("endpoint_url")
+    if region is not None and not _REGION.fullmatch(region):
+        raise ValueError("dynamodb store option region must be a region name, like us-east-1")
+    if endpoint is not None:
+        parts = urlsplit(endpoint)
+        try:
+            parts.port  # noqa: B018 (a port that is not a number raises)
+        except ValueError:
+            parts = parts._replace(netloc="")
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(
+                "dynamodb store option endpoint_url must be an http:// or https:// URL with "
+                "a host, like http://127.0.0.1:8000"
+            )
+    return DynamoDBURL(table, region, endpoint, create_table=create == "true")
 
 
 def check_timeout(timeout: float) -> float:

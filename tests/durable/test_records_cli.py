@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
+import subprocess
+import sys
 import time
+import uuid
 from pathlib import Path
 
 import anyio
@@ -14,6 +18,8 @@ from asyncsink.cli.records import main, parse_duration
 from asyncsink.durable.calls import DurableContext
 from asyncsink.durable.completion import ScopeSummary, complete_scopes
 from asyncsink.durable.retention import purge_scopes
+from asyncsink.errors import DurableError
+from asyncsink.stores.dynamodb import DynamoDBStore
 from asyncsink.stores.memory import MemoryStore
 from asyncsink.stores.sqlite import SQLiteStore
 
@@ -375,3 +381,79 @@ async def test_purge_scopes_by_age_and_by_both_bounds(tmp_path: Path) -> None:
             with pytest.raises(ValueError):
                 await purge_scopes(store, "orders", **wrong)  # type: ignore[arg-type]
         assert len(await store.scopes("orders")) == 2
+
+
+def test_another_programs_sqlite_file_is_refused_and_left_as_it_was(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "app.db"
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("CREATE TABLE orders (x)")
+        conn.commit()
+    for command in (["list"], ["show"], ["purge"]):
+        args = [
+            command[0],
+            f"sqlite://{path}",
+            *(["orders", "1", "0"] if command == ["show"] else []),
+        ]
+        if command == ["purge"]:
+            args += ["orders", "--all", "--dry-run"]
+        assert main(args) == 2
+        assert "another program's SQLite database" in capsys.readouterr().err
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("delete",)
+        assert [name for (name,) in conn.execute("SELECT name FROM sqlite_master")] == ["orders"]
+
+
+def test_a_reader_that_goes_away_ends_a_long_listing_quietly(tmp_path: Path) -> None:
+    async def fill() -> None:
+        async with SQLiteStore(tmp_path / "r.db") as store:
+            scope = Scope("many", 1, 0)
+            epoch = (await store.take(scope)).epoch
+            await store.put(scope, epoch, {f"call:{i:010d}": b"{oops" for i in range(5000)})
+
+    anyio.run(fill)
+    command = [sys.executable, "-m", "asyncsink", "records", "show"]
+    with subprocess.Popen(
+        [*command, f"sqlite://{tmp_path / 'r.db'}", "many", "1", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as shown:
+        assert shown.stdout is not None and shown.stderr is not None
+        assert shown.stdout.readline().startswith(b"scope many/1/0")
+        shown.stdout.close()  # as `| head -1` does
+        errors = shown.stderr.read()
+        assert shown.wait(timeout=60) == 0
+    assert b"Traceback" not in errors and b"BrokenPipe" not in errors
+
+
+@pytest.mark.emulator
+def test_the_commands_name_a_dynamodb_store_without_secrets_and_create_no_table(
+    moto_endpoint: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
+        monkeypatch.setenv(name, value)
+    token = "tok3n-value"
+    base = f"region=us-east-1&endpoint_url={moto_endpoint}/?token={token}"
+    table = f"cli-{uuid.uuid4().hex[:8]}"
+
+    async def create() -> None:
+        async with DynamoDBStore(table, "us-east-1", moto_endpoint) as store:
+            await store.scopes()
+
+    anyio.run(create)
+    assert main(["show", f"dynamodb://{table}?{base}", "nosuch", "0", "0"]) == 1
+    err = capsys.readouterr().err
+    assert "no scope nosuch/0/0 in dynamodb://" in err and token not in err
+    typo = f"{table}-typo"
+    assert main(["list", f"dynamodb://{typo}?{base}"]) == 1
+    err = capsys.readouterr().err
+    assert "ResourceNotFoundException" in err and token not in err
+
+    async def tables() -> list[str]:
+        async with DynamoDBStore(typo, "us-east-1", moto_endpoint, create_table=False) as store:
+            with pytest.raises(DurableError, match="ResourceNotFoundException"):
+                await store.scopes()
+        return []
+
+    anyio.run(tables)  # the typo made no table

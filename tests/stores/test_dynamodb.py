@@ -19,9 +19,10 @@ from botocore.exceptions import ClientError
 
 from asyncsink import connections
 from asyncsink.errors import DurableError, FencedError
-from asyncsink.stores import RecordStore, Scope, open_store
+from asyncsink.stores import RecordStore, Scope, check_store_url, open_store
 from asyncsink.stores.dynamodb import MAX_ITEM_BYTES, AwsCredentials, DynamoDBStore, _chunks
 from asyncsink.stores.dynamodb_client import _is_conflict
+from tests.core.test_connections import closed_port
 from tests.servers.idle_proxy import IdleResettingProxy
 from tests.stores.conformance import StoreConformance
 
@@ -176,6 +177,24 @@ def test_from_url_parses_table_and_options() -> None:
         DynamoDBStore.from_url("dynamodb://calls?create_table=maybe")
     with pytest.raises(ValueError, match="dynamodb://TABLE"):
         DynamoDBStore.from_url("dynamodb:///calls")
+    bad_options = ("endpoint_url=notaurl", "endpoint_url=", "endpoint_url=ftp://h",
+                   "endpoint_url=http://h:port", "region=", "region=US East")  # fmt: skip
+    for bad in bad_options:
+        with pytest.raises(ValueError, match=bad.partition("=")[0]):
+            check_store_url(f"dynamodb://calls?region=us-east-1&{bad}")
+
+
+@pytest.mark.anyio
+async def test_an_endpoint_that_cannot_be_reached_is_named_without_its_secrets() -> None:
+    token = "tok3n-value"
+    url = f"http://127.0.0.1:{closed_port()}/path?token={token}"
+    store = DynamoDBStore("calls", "us-east-1", url, credentials=CREDENTIALS, max_attempts=1)
+    with pytest.raises(DurableError) as caught:
+        async with store:
+            await store.scopes()
+    message = str(caught.value)
+    assert "DynamoDB" in message and "'calls'" in message and "127.0.0.1" in message
+    assert token not in message
 
 
 def test_secrets_appear_in_no_repr_and_no_error_message() -> None:

@@ -39,6 +39,13 @@ async def test_the_file_uses_wal_and_normal_sync_with_a_busy_timeout(tmp_path: P
         assert conn.execute("PRAGMA busy_timeout").fetchone() == (3500,)
     finally:
         await store.aclose()
+    forever = SQLiteStore(tmp_path / "records.db", timeout=1e9)  # would wrap around to 0
+    try:
+        await forever.take(SHARED)
+        conn = forever._connection()
+        assert conn.execute("PRAGMA busy_timeout").fetchone() == (2**31 - 1,)
+    finally:
+        await forever.aclose()
     with sqlite3.connect(tmp_path / "records.db") as other:
         assert other.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         tables = {row[0] for row in other.execute("SELECT name FROM sqlite_master")}
