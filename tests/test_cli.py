@@ -257,8 +257,8 @@ def test_demo_report_names_the_kill_and_the_figures() -> None:
     assert re.search(r"^  lost rows +0$", text, re.M)
     words = " ".join(text.split())
     assert (
-        "batch 1, partition 0, attempt 0, with 3 requests acknowledged, one more answered but "
-        "not yet recorded, and 1 in flight" in words
+        "batch 1, partition 0, attempt 0, with 3 requests answered before (each recorded soon "
+        "after its answer), one more answered but not yet recorded, and 1 in flight" in words
     )
     assert "5 rows/s" in words  # 10 rows in 2 s
     assert max(len(line) for line in text.splitlines()) <= 96

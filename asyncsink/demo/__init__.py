@@ -9,11 +9,11 @@ a deterministic projection (``concat('r', value) AS id, value``) and ``foreach_b
 durable call records in a temporary SQLite file. In one early micro-batch the first
 attempt of partition 0 kills its own Python worker (``os._exit``) just after one of its
 requests was answered, before the answer is recorded: the destination holds that
-request's rows while its call record still says PENDING; earlier requests were
-acknowledged and recorded, others may be in flight. Spark runs the task again; the retry
-skips what the call records say was delivered and re-sends the calls left pending,
-unchanged and with their idempotency keys, so the endpoint answers the one it already
-applied from its idempotency store. Kinesis takes
+request's rows while its call record still says PENDING; earlier requests were answered
+(the last of them perhaps not recorded yet), others may be in flight. Spark runs the task
+again; the retry skips what the call records say was delivered and re-sends the calls
+left pending, unchanged and with their idempotency keys, so the endpoint answers those it
+already applied from its idempotency store. Kinesis takes
 no idempotency key: the retry reads the shards the pending calls' records map to and sends
 only what the stream does not hold; the report says how many calls were settled that way.
 

@@ -74,7 +74,7 @@ class DemoSettings:
 
 @dataclass(frozen=True, slots=True)
 class KillInfo:
-    """The task the demo killed: where, how many of its requests had been acknowledged,
+    """The task the demo killed: where, how many of its requests had been answered before,
     and how many were in flight (sent, not yet answered) when it died, just after one
     more was answered (not yet recorded)."""
 
@@ -155,9 +155,9 @@ class DemoReport:
                 _line(
                     "task killed",
                     f"{where}partition {self.kill.partition}, attempt {self.kill.attempt}, with "
-                    f"{plural(self.kill.acknowledged, 'request')} acknowledged, one more "
-                    f"answered but not yet recorded, and {self.kill.in_flight} in flight; "
-                    "Spark ran the task again",
+                    f"{plural(self.kill.acknowledged, 'request')} answered before (each "
+                    "recorded soon after its answer), one more answered but not yet "
+                    f"recorded, and {self.kill.in_flight} in flight; Spark ran the task again",
                 )
             )
         elif self.kill_requested:

@@ -50,6 +50,11 @@ class ServerConfig:
     keep_ids: bool = True
 
     def __post_init__(self) -> None:
+        if not isinstance(self.faults, Faults):
+            raise ValueError(
+                f"faults must be a Faults, got {type(self.faults).__name__} "
+                "(Faults.from_json turns a dict into one)"
+            )
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be within 0..65535, got {self.port!r}")
         if not self.id_field:
@@ -244,7 +249,8 @@ class FaultEndpoint:
         return _error(status, f"injected {status}")
 
     def _retry_after(self) -> str:
-        return f"{self.faults.retry_after_s:g}"
+        """``retry_after_s`` in plain digits: ``1234567``, ``0.05`` (no exponent)."""
+        return f"{self.faults.retry_after_s:.6f}".rstrip("0").rstrip(".")
 
     def _refusal(self, request: Request) -> _Response | None:
         """The answer to a request turned away before any random fault is drawn."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,19 @@ _RATE_FIELDS = (
     "timeout_after_apply_rate",
     "reset_after_apply_rate",
 )
+
+
+_NUMBERS = (*_RATE_FIELDS, "partial_failure_rate", "latency_ms", "latency_jitter_ms",
+            "retry_after_s", "hang_s")  # fmt: skip
+# The types each setting takes, and their name in messages (fail_statuses: any sequence
+# of statuses, kept as a tuple)
+_KINDS: dict[str, tuple[tuple[type, ...], str]] = {
+    **dict.fromkeys(_NUMBERS, ((int, float), "a number")),
+    "capacity": ((int,), "an integer"),
+    "partial_response_status": ((int,), "an integer"),
+    "bad_record_field": ((str, type(None)), "a field name or None"),
+    "seed": ((int, type(None)), "an integer or None"),
+}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -81,6 +94,7 @@ class Faults:
     seed: int | None = None
 
     def __post_init__(self) -> None:
+        self._check_types()
         for name in ("latency_ms", "latency_jitter_ms", "retry_after_s"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
@@ -101,11 +115,24 @@ class Faults:
                 f"Faults.partial_response_status must be 200 or 207, "
                 f"got {self.partial_response_status!r}"
             )
-        if not isinstance(self.fail_statuses, tuple):
-            object.__setattr__(self, "fail_statuses", tuple(self.fail_statuses))
         for status in self.fail_statuses:
             if not (isinstance(status, int) and 200 <= status <= 599):
                 raise ValueError(f"Faults.fail_statuses holds {status!r}, not a status 200-599")
+
+    def _check_types(self) -> None:
+        """Refuse a value of the wrong type, naming the setting (``"0.5"`` for a rate)."""
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name == "fail_statuses":
+                if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+                    raise ValueError(
+                        f"Faults.fail_statuses must be a sequence of statuses, got {value!r}"
+                    )
+                object.__setattr__(self, "fail_statuses", tuple(value))
+                continue
+            kinds, words = _KINDS[f.name]
+            if isinstance(value, bool) or not isinstance(value, kinds):
+                raise ValueError(f"Faults.{f.name} must be {words}, got {value!r}")
 
     def to_json(self) -> dict[str, Any]:
         """The settings as a JSON-ready dict (what ``POST /_control/faults`` takes)."""
@@ -124,10 +151,4 @@ class Faults:
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"unknown fault settings: {', '.join(unknown)}")
-        values = dict(data)
-        if "fail_statuses" in values:
-            values["fail_statuses"] = tuple(values["fail_statuses"])
-        try:
-            return cls(**values)
-        except TypeError as exc:
-            raise ValueError(str(exc)) from exc
+        return cls(**data)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import selectors
 import signal
 import socket
@@ -366,6 +367,19 @@ def test_faults_validate_their_values() -> None:
         Faults(capacity=-1)
     with pytest.raises(ValueError, match="unknown"):
         Faults.from_json({"latency": 5})
+    wrong_types = [
+        ({"error_rate": "0.5"}, "Faults.error_rate must be a number, got '0.5'"),
+        ({"latency_ms": "5"}, "Faults.latency_ms must be a number"),
+        ({"fail_statuses": 429}, "Faults.fail_statuses must be a sequence of statuses"),
+        ({"capacity": True}, "Faults.capacity must be an integer"),
+        ({"bad_record_field": 3}, "Faults.bad_record_field must be a field name or None"),
+    ]
+    for settings, message in wrong_types:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            Faults(**settings)
+        with pytest.raises(ValueError, match=re.escape(message)):
+            Faults.from_json(settings)
+    assert Faults(fail_statuses=[503, 401]).fail_statuses == (503, 401)
     faults = Faults(throttle_rate=0.2, fail_statuses=(401,), seed=1)
     assert Faults.from_json(orjson.loads(orjson.dumps(faults.to_json()))) == faults
 
@@ -471,6 +485,17 @@ def test_server_settings_are_checked_before_starting() -> None:
         FaultServer(idempotency_capacity=0)
     with pytest.raises(ValueError, match="id_field"):
         FaultServer(id_field="")
+    with pytest.raises(ValueError, match="faults must be a Faults, got dict"):
+        FaultServer({"error_rate": 0.1})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("seconds", "header"), [(1234567, "1234567"), (0.00001, "0.00001")])
+async def test_retry_after_is_written_in_plain_digits(
+    fault_server: FaultServer, http_client: httpx.AsyncClient, seconds: float, header: str
+) -> None:
+    fault_server.set_faults(Faults(fail_statuses=(429,), retry_after_s=seconds))
+    response = await http_client.post(fault_server.ingest_url, json=batch("r", 1))
+    assert (response.status_code, response.headers["retry-after"]) == (429, header)
 
 
 def test_command_line_serves_until_interrupted() -> None:
