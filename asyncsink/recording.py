@@ -49,10 +49,13 @@ class CallRecorder(Protocol):
     def skip_completed(self, entries: Sequence[Any], count: int | None = None) -> None:
         """Elements of a completed scope: counted and digested, never sent."""
 
-    def settle_reconciled(self, call: CallInfo, held: Collection[int] | None) -> frozenset[int]:
-        """A call of an earlier attempt, its entries given again: ``held`` are the entries
-        the destination holds, or ``None`` when it was not or could not be looked up (the
-        call is re-sent as it was). Returns those now settled."""
+    def settle_reconciled(
+        self, call: CallInfo, held: Collection[int] | None, *, earlier: bool = True
+    ) -> frozenset[int]:
+        """A call left without an answer (by an earlier attempt, its entries given again,
+        or by this one), looked up: ``held`` are the entries the destination holds, or
+        ``None`` when it was not or could not be looked up (the call is re-sent as it
+        was). Returns those now settled."""
 
     def recorded_results(self) -> list[Any]:
         """Result details of the acknowledged calls of the scope, in call order."""
@@ -61,8 +64,9 @@ class CallRecorder(Protocol):
         """Number a new request carrying ``entries`` (sequence numbers ``seqs``), and
         record it PENDING."""
 
-    def sending_again(self, call: CallInfo) -> None:
-        """``call`` is about to be sent again: note when (durable with the next sync)."""
+    def sending_again(self, call: CallInfo) -> CallInfo:
+        """``call`` is about to be sent again: note when (durable with the next sync), and
+        return it with that time."""
 
     def record_result(
         self, call: CallInfo, acked: Collection[int], rejected: dict[int, str], detail: Any
@@ -106,8 +110,10 @@ class NoRecords:
     def skip_completed(self, entries: Sequence[Any], count: int | None = None) -> None:
         raise AssertionError("a writer without call records has no completed scope")
 
-    def settle_reconciled(self, call: CallInfo, held: Collection[int] | None) -> frozenset[int]:
-        raise AssertionError("a writer without call records re-sends no earlier call")
+    def settle_reconciled(
+        self, call: CallInfo, held: Collection[int] | None, *, earlier: bool = True
+    ) -> frozenset[int]:
+        raise AssertionError("a writer without call records looks up no call")
 
     def recorded_results(self) -> list[Any]:
         return []
@@ -124,8 +130,8 @@ class NoRecords:
     ) -> None:
         return None
 
-    def sending_again(self, call: CallInfo) -> None:
-        return None
+    def sending_again(self, call: CallInfo) -> CallInfo:
+        return call
 
     def record_failure(self, call: CallInfo, error: BaseException | None) -> None:
         return None

@@ -113,7 +113,7 @@ class WriterStatistics:
         lost = ""
         if self.reconciled or self.resent_calls:
             lost = (
-                f"; calls left pending by lost attempts: {self.reconciled} settled by looking "
+                f"; calls left without an answer: {self.reconciled} settled by looking "
                 f"them up at the destination, {self.resent_calls} re-sent unsettled"
             )
         return (

@@ -42,8 +42,10 @@ from .errors import (
     BadRecordError,
     DeadLetterError,
     DeliveryError,
+    DestinationError,
     FatalError,
     FencedError,
+    ThrottledError,
     WriterStateError,
     describe,
 )
@@ -154,7 +156,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         self._wake = asyncio.Event()
         self._timer_blocked = False  # the timer waits for a request to end
         self._skip_all = False
-        self._reconciling = 0  # earlier attempts' calls being looked up by content
+        self._reconciling = 0  # calls without an answer being looked up by content
         self._reads_entries = type(self).reconcile_entries is not AsyncSinkWriter.reconcile_entries
         self._counts = dict.fromkeys(
             (
@@ -276,16 +278,33 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         self, call: CallInfo, entries: list[EntryT]
     ) -> Collection[int] | None:
         """For a call left PENDING by an earlier attempt, once this attempt was given its
-        ``entries`` again (in ``call.seqs`` order): the sequence numbers the destination
-        holds, or ``None`` if it cannot tell (the call is re-sent as it was). For
-        destinations that can only be searched by content (a Kinesis stream); the
-        entries not held are sent in a new call. ``call.pending_since`` says when the
-        lost attempt recorded the call; ``recorded_results()`` gives the result details
-        of the scope's acknowledged calls. An exception counts as ``None``.
+        ``entries`` again (in ``call.seqs`` order), or for a call of this attempt that got
+        no answer (see ``may_have_landed``): the sequence numbers the destination holds,
+        or ``None`` if it cannot tell (the call is re-sent as it was). For destinations
+        that can only be searched by content (a Kinesis stream); the entries not held are
+        sent in a new call. ``call.pending_since`` says when the call was recorded,
+        ``call.sent_again_at`` when it last left again; ``recorded_results()`` gives the
+        result details of the scope's acknowledged calls. An exception counts as
+        ``None``. Only a writer with durable call records is asked.
 
         The default does not look: ``None``.
         """
         return None
+
+    def may_have_landed(self, error: BaseException | None) -> bool:
+        """Whether a request that failed with ``error`` (``None``: it timed out) may have
+        reached the destination all the same: it left and no answer came (a timeout, a
+        connection lost after sending). A writer that looks calls up by content
+        (``reconcile_entries``) looks such a call up before sending it again. The default:
+        a timeout or any error but an answer (a ``DestinationError`` with a ``status``, a
+        throttle) or a connection that never opened."""
+        if error is None:
+            return True
+        if isinstance(error, ThrottledError) or (
+            isinstance(error, DestinationError) and error.status is not None
+        ):
+            return False
+        return connection_failure(error) is None
 
     def recorded_results(self) -> list[Any]:
         """The result details (``SubmitResult.detail``) of the acknowledged calls of this
@@ -697,8 +716,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             if run is None:
                 break
             if pinned is not None:
-                info = pinned
-                self._log.sending_again(info)  # durable with the sync before it leaves
+                info = self._log.sending_again(pinned)  # durable with the sync before it leaves
             else:
                 try:
                     info = self._log.new_call(run.seqs, run.entries)
@@ -886,6 +904,15 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         if kind is ErrorKind.THROTTLED:
             self._throttled(call, now)
         retry_after = getattr(error, "retry_after", None)
+        if (
+            self._reads_entries
+            and self._log.persistent
+            and self._tg is not None
+            and self.may_have_landed(None if timed_out else error)
+        ):
+            self._reconciling += 1
+            self._tg.start_soon(self._look_up_then_send, call, error, retry_after)
+            return
         kept = self._requeue(call.run, error, retry_after, now, pinned=call.info)
         if not kept:
             self._log.record_failure(call.info, error)
@@ -1059,20 +1086,53 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
                 self._buffer.requeue(Run.of(parts), now, info)
             self._wake_timer()
 
+    async def _look_up(self, info: CallInfo, run: Run[EntryT]) -> Collection[int] | None:
+        """What the destination holds of a call, by its entries; ``None``: cannot tell."""
+        try:
+            return await self.reconcile_entries(info, list(run.entries))
+        except Exception as exc:
+            log.warning(
+                "%s: looking up call %d failed (%s: %s); re-sending it as it was",
+                self._scope,
+                info.call_id,
+                type(exc).__name__,
+                exc,
+            )
+            return None
+
+    async def _look_up_then_send(
+        self, call: _Call[EntryT], error: BaseException | None, retry_after: float | None
+    ) -> None:
+        """A request of this attempt that got no answer may have landed: look it up by
+        its entries, count what the destination holds as delivered, and send the rest
+        again (the whole call as it was, when the lookup cannot tell)."""
+        try:
+            info, run = call.info, call.run
+            held = await self._look_up(info, run)
+            now = time.monotonic()
+            if held is None:
+                self._log.settle_reconciled(info, None, earlier=False)
+                if not self._requeue(run, error, retry_after, now, pinned=info):
+                    self._log.record_failure(info, error)
+            else:
+                found = self._log.settle_reconciled(info, held, earlier=False)
+                self._counts["delivered"] += len(found)
+                missing = [i for i, seq in enumerate(run.seqs) if seq not in found]
+                if missing:
+                    self._requeue(run.pick(missing), error, retry_after, now, pinned=None)
+            await self._log.sync()
+        except Exception as exc:
+            self._fail(exc, call)
+        finally:
+            self._reconciling -= 1
+            self._pump()
+            self._wake_timer()
+            self._signal()
+
     async def _reconcile_then_send(self, info: CallInfo, run: Run[EntryT]) -> None:
         """Look an earlier attempt's call up by its entries; send only what is missing."""
         try:
-            try:
-                held = await self.reconcile_entries(info, list(run.entries))
-            except Exception as exc:
-                log.warning(
-                    "%s: looking up call %d failed (%s: %s); re-sending it as it was",
-                    self._scope,
-                    info.call_id,
-                    type(exc).__name__,
-                    exc,
-                )
-                held = None
+            held = await self._look_up(info, run)
             settled = self._log.settle_reconciled(info, held)
             now = time.monotonic()
             if held is None:

@@ -308,11 +308,14 @@ class CallLog:
 
     needs_sync = False
 
-    def settle_reconciled(self, call: CallInfo, held: Collection[int] | None) -> frozenset[int]:
-        """A re-sent call of an earlier attempt was looked up at the destination with its
-        entries: ``held`` are the sequence numbers it holds (``None``: it cannot tell, and
-        the call is re-sent as it was, and counted so). Returns the entries now known as
-        delivered."""
+    def settle_reconciled(
+        self, call: CallInfo, held: Collection[int] | None, *, earlier: bool = True
+    ) -> frozenset[int]:
+        """A call left without an answer, by an earlier attempt (``earlier``) or by this
+        one, was looked up at the destination with its entries: ``held`` are the sequence
+        numbers it holds (``None``: it cannot tell, and the call is re-sent as it was, and
+        counted so). Returns the entries now known as delivered (counted as skipped when
+        an earlier attempt delivered them)."""
         if held is None:
             self.resent_calls += 1
             return frozenset()
@@ -322,7 +325,8 @@ class CallLog:
         record.acked = acked
         self._put(record)
         self._digest_settled(record, acked)
-        self.skipped += len(acked)
+        if earlier:
+            self.skipped += len(acked)
         self.reconciled += 1
         return acked
 
@@ -400,14 +404,16 @@ class CallLog:
         self._queue[_META_KEY] = orjson.dumps({"next_call": self.next_call_id})
         return self._info(record)
 
-    def sending_again(self, call: CallInfo) -> None:
+    def sending_again(self, call: CallInfo) -> CallInfo:
         """``call`` is about to be sent again (after a failed send, or by a later attempt):
         its record notes when, before it leaves, so that whoever settles it later knows
-        until when it could still land."""
+        until when it could still land. Returns the call with that time."""
         record = self._records.get(call.call_id)
-        if record is not None and record.status != SUCCEEDED:
-            record.sent_at = time.time()
-            self._put(record)
+        if record is None or record.status == SUCCEEDED:
+            return call
+        record.sent_at = time.time()
+        self._put(record)
+        return self._info(record)
 
     def record_result(
         self, call: CallInfo, acked: Collection[int], rejected: dict[int, str], detail: Any

@@ -29,7 +29,14 @@ from botocore import exceptions as boto
 
 from asyncsink.errors import DestinationError, FatalError, RetryableError, ThrottledError
 
-__all__ = ["FATAL_CODES", "RETRYABLE_CODES", "THROTTLING_CODES", "MaskedError", "translate_error"]
+__all__ = [
+    "FATAL_CODES",
+    "RETRYABLE_CODES",
+    "THROTTLING_CODES",
+    "MaskedError",
+    "never_connected",
+    "translate_error",
+]
 
 THROTTLING_CODES = frozenset(
     {
@@ -118,7 +125,7 @@ def translate_error(exc: BaseException, stream: str) -> DestinationError | None:
         | asyncio.TimeoutError
         | OSError,
     ):
-        return RetryableError(f"{where}: request failed: {name}: {exc}", status=name)
+        return RetryableError(f"{where}: request failed: {name}: {exc}")  # no answer
     if isinstance(exc, boto.BotoCoreError):
         return FatalError(f"{where}: {name}: {exc}")
     if _raised_reading_answer(exc):
@@ -167,3 +174,9 @@ def _client_error(exc: boto.ClientError, stream: str) -> DestinationError:
     hint = FATAL_CODES.get(code)
     suffix = f"; {hint}" if hint else ""
     return FatalError(f"{where}{detail}{suffix}", status=code)
+
+
+def never_connected(exc: BaseException) -> bool:
+    """Whether ``exc`` (what ``translate_error`` was given) says the request never left:
+    no connection could be opened to the endpoint."""
+    return isinstance(exc, boto.EndpointConnectionError | boto.ConnectTimeoutError)

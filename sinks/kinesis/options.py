@@ -155,11 +155,12 @@ class KinesisOptions(Options):
     )
     reconcile_by_reading: bool = option(
         True,
-        doc="With sinkId: before re-sending a request that a lost task attempt left without "
-        "an answer, read the shards its records map to and send again only the records the "
-        "stream does not hold, so that a retried task stores each row once. It first waits "
-        "until the lost request can no longer land (requestTimeoutMs plus "
-        "reconcileClockSkewMs after it was recorded), then reads the window it could have "
+        doc="With sinkId: before re-sending a request left without an answer (by a lost task "
+        "attempt, or in this one: timed out, or its connection lost after it left), read the "
+        "shards its records map to and send again only the records the stream does not "
+        "hold, so that each row is stored once. It first waits until the lost request can "
+        "no longer land (requestTimeoutMs plus reconcileClockSkewMs after it last left), "
+        "then reads the window it could have "
         "landed in, within reconcileTimeBudgetMs and reconcileByteBudget; a request not "
         "settled within them is re-sent as it was (at least once) and counted. Needs "
         "kinesis:ListShards, GetShardIterator and GetRecords. Assumes that no record with the "

@@ -338,9 +338,9 @@ class StreamReconciler:
                 break
             first = batch[0].call
             log.info(
-                "%s: waiting %.1f s before reading Kinesis stream %r for %s left pending by "
-                "a lost attempt, until their requests can no longer land (requestTimeoutMs "
-                "%d and reconcileClockSkewMs %d after they were recorded)",
+                "%s: waiting %.1f s before reading Kinesis stream %r for %s left without an "
+                "answer, until their requests can no longer land (requestTimeoutMs %d and "
+                "reconcileClockSkewMs %d after they last left)",
                 first.scope,
                 delay,
                 self._name,

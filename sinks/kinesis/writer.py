@@ -26,7 +26,7 @@ from asyncsink.writer import AsyncSinkWriter
 from ..http.redact import mask_in_logs, unmask_in_logs
 from .answers import read_put_records
 from .clients import ClientSettings, get_client
-from .errors import MaskedError, translate_error
+from .errors import MaskedError, never_connected, translate_error
 from .options import DEFAULT_REQUEST_BYTES, KINESIS_SINK_DEFAULTS, KinesisOptions
 from .options import sink_options_for_kinesis as _sink_options
 from .put_records import put_records
@@ -239,6 +239,16 @@ class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
         if self._reconciler is None:
             return None
         return await self._reconciler.held(call, entries, self.recorded_results())
+
+    def may_have_landed(self, error: BaseException | None) -> bool:
+        """Whether a PutRecords request that failed with ``error`` may have stored its
+        records all the same: not when Kinesis answered (an error code) or no connection
+        opened; else (no answer came) yes, and with call records the writer reads the
+        stream for them before sending them again."""
+        cause = error.__cause__ if error is not None else None
+        if cause is not None and never_connected(cause):
+            return False
+        return super().may_have_landed(error)
 
     def _translate(self, exc: Exception) -> DestinationError | None:
         error = translate_error(exc, self.kinesis.stream)

@@ -120,7 +120,7 @@ async def test_a_call_sent_again_records_when_so_the_lookup_waits_for_its_last_s
         if entries[0] == "e30":
             arrivals += 1
             if arrivals == 1:
-                raise RetryableError("503")  # call 3 fails once and is sent again
+                raise RetryableError("503", status=503)  # answered: call 3 is sent again
             await original(entries)
             raise Crash("the re-send of call 3 landed, its answer is lost")
         await original(entries)
@@ -134,3 +134,70 @@ async def test_a_call_sent_again_records_when_so_the_lookup_waits_for_its_last_s
     assert looked.pending_since is not None and looked.sent_again_at is not None
     assert looked.sent_again_at >= looked.pending_since and looked.last_sent == looked.sent_again_at
     assert sorted(destination.applied) == sorted(ENTRIES) and destination.duplicates() == 0
+
+
+# ---------------------------------------------------------------------- within one attempt
+
+
+class LostAnswers(ContentWriter):
+    """Loses the answer (a reset connection after the request was applied, or before)
+    to the requests whose first entry is in ``lose``, once each."""
+
+    def __init__(self, destination: Destination, lose: dict[str, str], **kw: Any) -> None:
+        super().__init__(destination, **kw)
+        self.lose = dict(lose)
+
+    async def submit_request_entries(self, entries: list[Any]) -> SubmitResult:
+        how = self.lose.pop(entries[0], None)
+        if how == "refused":
+            raise RetryableError("the destination is busy", status=503)  # an answer
+        if how != "before":
+            await self.destination.receive(entries)
+        if how is not None:
+            raise ConnectionResetError("the connection was reset, no answer")
+        return SubmitResult(detail={"last": entries[-1]})
+
+
+async def lossy_attempt(destination: Destination, lose: dict[str, str], **kw: Any) -> LostAnswers:
+    writer = LostAnswers(
+        destination,
+        lose,
+        options=options(max_in_flight_requests=2, initial_backoff_ms=1),
+        call_log=CallLog(MemoryStore(), SCOPE),
+        **kw,
+    )
+    async with writer:
+        await writer.write_all(ENTRIES)
+    return writer
+
+
+async def test_a_request_whose_answer_was_lost_is_looked_up_before_it_is_sent_again() -> None:
+    destination = Destination()  # honours no idempotency key, as a Kinesis stream
+    lose = {"e20": "after", "e50": "before", "e70": "refused"}
+    writer = await lossy_attempt(destination, lose)
+    assert sorted(destination.applied) == sorted(ENTRIES)
+    assert destination.duplicates() == 0
+    looked = sorted(call.seqs[0] for call in writer.looked_up)
+    assert looked == [20, 50]  # an answer (503) says the request did not land: no lookup
+    stats = writer.statistics()
+    assert stats.delivered == len(ENTRIES) and stats.skipped == 0 and stats.failed == 0
+    assert stats.reconciled == 2 and stats.resent_calls == 0
+    assert stats.retried == 10 + 10  # the lost call not found, and the refused one
+    assert "calls left without an answer: 2 settled by looking them up" in stats.summary()
+
+
+async def test_a_lost_answer_that_cannot_be_looked_up_is_re_sent_as_the_same_call() -> None:
+    destination = Destination(idempotent=True)
+    writer = await lossy_attempt(destination, {"e20": "after"}, mode="unknown")
+    assert sorted(set(destination.applied)) == sorted(ENTRIES)
+    assert destination.duplicates() == 0  # the same key: absorbed by the destination
+    stats = writer.statistics()
+    assert (stats.reconciled, stats.resent_calls, stats.delivered) == (0, 1, len(ENTRIES))
+
+
+async def test_without_call_records_a_lost_answer_is_sent_again_unlooked() -> None:
+    destination = Destination()
+    writer = LostAnswers(destination, {"e20": "after"}, options=options(initial_backoff_ms=1))
+    async with writer:
+        await writer.write_all(ENTRIES)
+    assert writer.looked_up == [] and destination.duplicates() == 10  # at least once

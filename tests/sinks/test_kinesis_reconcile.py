@@ -28,7 +28,12 @@ import orjson
 import pytest
 from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
-from botocore.exceptions import ClientError, ReadTimeoutError
+from botocore.exceptions import (
+    ClientError,
+    ConnectionClosedError,
+    EndpointConnectionError,
+    ReadTimeoutError,
+)
 
 from asyncsink import CallInfo, CallLog, OptionError, Scope, WriterStatistics
 from asyncsink.sinks.kinesis import KinesisEntry, KinesisOptions, KinesisWriter, create_writer
@@ -511,3 +516,62 @@ async def test_a_scan_out_of_budget_re_sends_the_calls_and_says_how_many(
     assert stats.resent_calls >= 1 and stats.reconciled == 0
     assert f"{stats.resent_calls} re-sent unsettled" in stats.summary()
     assert "could not settle" in caplog.text and "reconcileByteBudget (1)" in caplog.text
+
+
+class LosingAnswers:
+    """A Kinesis client whose ``put_records`` loses the answer to the calls numbered in
+    ``lose`` (counting from 0): ``"after"`` stores the records, then the connection
+    closes without an answer; ``"never"`` cannot connect at all."""
+
+    def __init__(self, real: Any, lose: dict[int, str]) -> None:
+        self.real = real
+        self.lose = lose
+        self.calls = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+    async def put_records(self, **params: Any) -> Any:
+        number, self.calls = self.calls, self.calls + 1
+        how = self.lose.get(number)
+        if how == "never":
+            raise EndpointConnectionError(endpoint_url="http://127.0.0.1:1")
+        answer = await self.real.put_records(**params)
+        if how == "after":
+            raise ConnectionClosedError(endpoint_url="http://127.0.0.1:1")
+        return answer
+
+
+@pytest.mark.emulator
+@pytest.mark.timeout(90)
+async def test_answers_lost_within_an_attempt_are_settled_by_reading_the_stream(
+    admin: Any, stream: str, kinesalite_endpoint: str
+) -> None:
+    settings = {"endpoint": kinesalite_endpoint, "stream": stream, "rows": 600}
+    client = LosingAnswers(admin, {1: "after", 4: "after", 6: "never"})
+    call_log = CallLog(MemoryStore(), Scope("lost-answers", 0, 0))
+    writer = create_writer(spark_options(settings), call_log=call_log, client=client)
+    async with writer:
+        await writer.write_all(rows(settings["rows"]))
+    ids, _ = await read_ids(admin, stream)
+    assert_each_row_once(ids, settings["rows"])
+    stats = writer.statistics()
+    assert (stats.reconciled, stats.resent_calls) == (2, 0), stats.summary()
+    assert stats.delivered == settings["rows"] and stats.skipped == 0
+    assert stats.requests_failed == 3 and stats.retried == 50  # only the unsent call again
+    assert writer.reconciler is not None and sum(r.found for r in writer.reconciler.reports) == 100
+
+
+@pytest.mark.emulator
+@pytest.mark.timeout(90)
+async def test_without_call_records_an_answer_lost_within_an_attempt_is_sent_again(
+    admin: Any, stream: str, kinesalite_endpoint: str
+) -> None:
+    settings = {"endpoint": kinesalite_endpoint, "stream": stream, "rows": 200}
+    client = LosingAnswers(admin, {1: "after"})
+    writer = create_writer(spark_options(settings), client=client)
+    async with writer:
+        await writer.write_all(rows(settings["rows"]))
+    ids, _ = await read_ids(admin, stream)
+    held = Counter(ids)
+    assert len(held) == settings["rows"] and sum(held.values()) == settings["rows"] + 50
