@@ -25,6 +25,7 @@ __all__ = [
     "connection_failure",
     "ever_reached",
     "mark_reached",
+    "never_opened",
 ]
 
 IDLE_CONNECTION_S = 4.0
@@ -68,6 +69,22 @@ def connection_failure(error: BaseException) -> ConnectionFailure | None:
                 return ConnectionFailure.UNREACHABLE
         current = current.__cause__ or current.__context__
     return None
+
+
+def never_opened(error: BaseException) -> bool:
+    """Whether ``error`` says no connection was ever opened, so that a request cannot
+    have left: refused, or a host name that does not resolve. (A timeout or an
+    unreachable host may also end a connection that was open: not these.)"""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ConnectionRefusedError | socket.gaierror) or (
+            isinstance(current, OSError) and current.errno == errno.ECONNREFUSED
+        ):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def mark_reached(destination: str) -> None:

@@ -66,8 +66,9 @@ class WriterStatistics:
 
     ``written`` entries were accepted by ``write``; each ends ``delivered`` (acknowledged by
     the destination), ``skipped`` (already delivered by an earlier attempt, per the call
-    log), ``dead_lettered``, ``failed`` (out of retries) or is still ``buffered`` /
-    ``in_flight``. ``window`` (the AIMD window, in entries) and ``in_flight_limit`` (the
+    log), ``dead_lettered``, ``failed`` (out of retries, or in a request that failed
+    fatally) or is still ``buffered`` / ``in_flight`` (a request sent, or one without an
+    answer being looked up). ``window`` (the AIMD window, in entries) and ``in_flight_limit`` (the
     requests allowed in flight, adapted to their latency) are the limits when the
     snapshot was taken.
     """

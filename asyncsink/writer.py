@@ -35,7 +35,13 @@ import orjson
 
 from .buffer import RequestBuffer, Run
 from .concurrency import ConcurrencyLimiter
-from .connections import ConnectionFailure, connection_failure, ever_reached, mark_reached
+from .connections import (
+    ConnectionFailure,
+    connection_failure,
+    ever_reached,
+    mark_reached,
+    never_opened,
+)
 from .dead_letter import DeadLetter, dead_letter_target, element_bytes
 from .errors import (
     AsyncSinkError,
@@ -156,7 +162,8 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         self._wake = asyncio.Event()
         self._timer_blocked = False  # the timer waits for a request to end
         self._skip_all = False
-        self._reconciling = 0  # calls without an answer being looked up by content
+        # Calls without an answer being looked up by content: their entries are in flight
+        self._looking_up: dict[int, Run[EntryT]] = {}
         self._reads_entries = type(self).reconcile_entries is not AsyncSinkWriter.reconcile_entries
         self._counts = dict.fromkeys(
             (
@@ -297,14 +304,15 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         connection lost after sending). A writer that looks calls up by content
         (``reconcile_entries``) looks such a call up before sending it again. The default:
         a timeout or any error but an answer (a ``DestinationError`` with a ``status``, a
-        throttle) or a connection that never opened."""
+        throttle) or a connection that never opened (refused, a name that does not
+        resolve)."""
         if error is None:
             return True
         if isinstance(error, ThrottledError) or (
             isinstance(error, DestinationError) and error.status is not None
         ):
             return False
-        return connection_failure(error) is None
+        return not never_opened(error)
 
     def recorded_results(self) -> list[Any]:
         """The result details (``SubmitResult.detail``) of the acknowledged calls of this
@@ -619,7 +627,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         self._flushing += 1
         try:
             self._pump()
-            while self._buffer or self._calls or self._reconciling:
+            while self._buffer or self._calls or self._looking_up:
                 await self._wait_for_progress()
         finally:
             self._flushing -= 1
@@ -899,6 +907,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             if kind is not ErrorKind.FATAL and self._refused_at_once(error):
                 error, kind = self._refused_error(error), ErrorKind.FATAL
         if kind is ErrorKind.FATAL:
+            self._exhausted += len(call.run)  # never to be sent again: failed
             self._fail(error, call)
             return
         if kind is ErrorKind.THROTTLED:
@@ -910,7 +919,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             and self._tg is not None
             and self.may_have_landed(None if timed_out else error)
         ):
-            self._reconciling += 1
+            self._looking_up[call.info.call_id] = call.run
             self._tg.start_soon(self._look_up_then_send, call, error, retry_after)
             return
         kept = self._requeue(call.run, error, retry_after, now, pinned=call.info)
@@ -1079,8 +1088,9 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             self._buffer.append(seq, entry, size, now)
         for info, parts in resends:
             if self._reads_entries and self._tg is not None:
-                self._reconciling += 1
-                self._tg.start_soon(self._reconcile_then_send, info, Run.of(parts))
+                run = Run.of(parts)
+                self._looking_up[info.call_id] = run
+                self._tg.start_soon(self._reconcile_then_send, info, run)
             else:
                 self._log.settle_reconciled(info, None)  # not looked up: re-sent as it was
                 self._buffer.requeue(Run.of(parts), now, info)
@@ -1106,13 +1116,15 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         """A request of this attempt that got no answer may have landed: look it up by
         its entries, count what the destination holds as delivered, and send the rest
         again (the whole call as it was, when the lookup cannot tell)."""
+        info, run = call.info, call.run
         try:
-            info, run = call.info, call.run
             held = await self._look_up(info, run)
+            del self._looking_up[info.call_id]  # back in the buffer or settled from here on
             now = time.monotonic()
             if held is None:
-                self._log.settle_reconciled(info, None, earlier=False)
-                if not self._requeue(run, error, retry_after, now, pinned=info):
+                if self._requeue(run, error, retry_after, now, pinned=info):
+                    self._log.settle_reconciled(info, None, earlier=False)  # re-sent as it was
+                else:
                     self._log.record_failure(info, error)
             else:
                 found = self._log.settle_reconciled(info, held, earlier=False)
@@ -1123,8 +1135,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             await self._log.sync()
         except Exception as exc:
             self._fail(exc, call)
-        finally:
-            self._reconciling -= 1
+        finally:  # a lookup cancelled with the writer leaves its call in flight, unsettled
             self._pump()
             self._wake_timer()
             self._signal()
@@ -1133,6 +1144,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         """Look an earlier attempt's call up by its entries; send only what is missing."""
         try:
             held = await self._look_up(info, run)
+            del self._looking_up[info.call_id]  # back in the buffer or settled from here on
             settled = self._log.settle_reconciled(info, held)
             now = time.monotonic()
             if held is None:
@@ -1144,8 +1156,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             await self._log.sync()
         except Exception as exc:
             self._fail(exc)
-        finally:
-            self._reconciling -= 1
+        finally:  # a lookup cancelled with the writer leaves its call in flight, unsettled
             self._pump()
             self._wake_timer()
             self._signal()
@@ -1156,8 +1167,8 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         """The live state: every accepted, unacknowledged entry, read from the writer
         itself at this moment (in-flight requests count as unsent)."""
         entries: list[tuple[int, EntryT]] = []
-        for call in self._calls.values():
-            entries.extend(zip(call.run.seqs, call.run.entries, strict=True))
+        for run in (*(call.run for call in self._calls.values()), *self._looking_up.values()):
+            entries.extend(zip(run.seqs, run.entries, strict=True))
         entries.extend(self._buffer)
         return WriterSnapshot(tuple(entries), self._next_seq)
 
@@ -1187,7 +1198,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             **log_stats,
             failed=self._exhausted,
             buffered=len(self._buffer),
-            in_flight=self._in_flight_entries,
+            in_flight=self._in_flight_entries + sum(map(len, self._looking_up.values())),
             window=self._window.size,
             in_flight_limit=self._limiter.limit,
             latency=LatencyHistogram.of(list(self._latency)),

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 import aiohttp
 from botocore import exceptions as boto
 
+from asyncsink.connections import never_opened
 from asyncsink.errors import DestinationError, FatalError, RetryableError, ThrottledError
 
 __all__ = [
@@ -178,5 +179,14 @@ def _client_error(exc: boto.ClientError, stream: str) -> DestinationError:
 
 def never_connected(exc: BaseException) -> bool:
     """Whether ``exc`` (what ``translate_error`` was given) says the request never left:
-    no connection could be opened to the endpoint."""
-    return isinstance(exc, boto.EndpointConnectionError | boto.ConnectTimeoutError)
+    no connection could be opened to the endpoint. botocore raises
+    ``EndpointConnectionError`` as well for a connection that dropped after the request
+    left (a reset while reading the answer): the error it wraps tells them apart."""
+    if isinstance(exc, boto.ConnectTimeoutError):
+        return True
+    if not isinstance(exc, boto.EndpointConnectionError):
+        return False
+    wrapped = exc.kwargs.get("error")
+    return isinstance(wrapped, aiohttp.ClientConnectorError) or (
+        isinstance(wrapped, BaseException) and never_opened(wrapped)
+    )

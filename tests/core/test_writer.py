@@ -273,6 +273,10 @@ async def test_fatal_error_fails_the_next_write_with_the_cause() -> None:
             for i in range(100):
                 await writer.write(i)
                 await anyio.sleep(0.001)
+    stats = writer.statistics()
+    assert stats.failed >= 1 and stats.delivered == 0  # the refused request's entries
+    accounted = stats.delivered + stats.failed + stats.buffered + stats.in_flight
+    assert accounted == stats.written
 
 
 async def test_unknown_exception_is_fatal_and_chained() -> None:

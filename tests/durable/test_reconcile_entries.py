@@ -3,13 +3,23 @@ once the retry was given them again (destinations searchable only by content).""
 
 from __future__ import annotations
 
+import errno
+import socket
 import time
 from collections.abc import Collection
 from typing import Any
 
+import anyio
 import pytest
 
-from asyncsink import CallInfo, CallLog, RetryableError, SubmitResult
+from asyncsink import (
+    CallInfo,
+    CallLog,
+    DeliveryError,
+    RetryableError,
+    SubmitResult,
+    WriterStatistics,
+)
 from asyncsink.stores.memory import MemoryStore
 
 from .harness import SCOPE, Crash, Destination, EntryWriter, options, run_attempt
@@ -201,3 +211,98 @@ async def test_without_call_records_a_lost_answer_is_sent_again_unlooked() -> No
     async with writer:
         await writer.write_all(ENTRIES)
     assert writer.looked_up == [] and destination.duplicates() == 10  # at least once
+
+
+class SlowLookups(LostAnswers):
+    """Looks up only once ``release`` is set, so that a test can look in meanwhile."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.looking = anyio.Event()
+        self.release = anyio.Event()
+
+    async def reconcile_entries(self, call: CallInfo, entries: list[Any]) -> Collection[int] | None:
+        self.looking.set()
+        await self.release.wait()
+        return await super().reconcile_entries(call, entries)
+
+
+def accounted(stats: WriterStatistics) -> int:
+    return (stats.delivered + stats.skipped + stats.dead_lettered + stats.failed
+            + stats.buffered + stats.in_flight)  # fmt: skip
+
+
+async def test_entries_being_looked_up_are_in_flight_and_in_a_snapshot() -> None:
+    destination = Destination()
+    writer = SlowLookups(
+        destination,
+        {"e20": "after"},
+        options=options(max_in_flight_requests=1, initial_backoff_ms=1),
+        call_log=CallLog(MemoryStore(), SCOPE),
+    )
+    async with writer:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(writer.write_all, ENTRIES)
+            await writer.looking.wait()
+            during = writer.statistics()
+            held = {seq for seq, _ in writer.snapshot().entries}
+            writer.release.set()
+    assert during.in_flight >= 10 and accounted(during) == during.written
+    assert set(range(20, 30)) <= held  # the call being looked up is not lost to a restore
+    after = writer.statistics()
+    assert (after.delivered, after.in_flight, destination.duplicates()) == (100, 0, 0)
+
+
+async def test_a_writer_cancelled_during_a_lookup_keeps_that_call_in_flight() -> None:
+    writer = SlowLookups(
+        Destination(),
+        {"e20": "after"},
+        options=options(max_in_flight_requests=1, initial_backoff_ms=1),
+        call_log=CallLog(MemoryStore(), SCOPE),
+    )
+
+    async def run() -> None:
+        async with writer:
+            await writer.write_all(ENTRIES)
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            await writer.looking.wait()
+            tg.cancel_scope.cancel()  # the writer's task is cancelled mid-lookup
+    stats = writer.statistics()
+    assert stats.in_flight >= 10 and accounted(stats) == stats.written, stats
+
+
+async def test_a_call_out_of_retries_after_a_lookup_is_not_counted_re_sent() -> None:
+    writer = LostAnswers(
+        Destination(),
+        {"e20": "after"},
+        mode="unknown",
+        options=options(max_in_flight_requests=1, max_retries=0),
+        call_log=CallLog(MemoryStore(), SCOPE),
+    )
+    with pytest.raises(DeliveryError):
+        async with writer:
+            await writer.write_all(ENTRIES)
+    stats = writer.statistics()
+    assert (stats.resent_calls, stats.failed) == (0, 10)
+
+
+@pytest.mark.parametrize(
+    ("error", "looked"),
+    [
+        (OSError(errno.ETIMEDOUT, "Connection timed out"), True),  # an open one may die so
+        (OSError(errno.EHOSTUNREACH, "No route to host"), True),
+        (ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused"), False),
+        (socket.gaierror(socket.EAI_NONAME, "Name or service not known"), False),
+        (RetryableError("HTTP 503", status=503), False),  # an answer
+    ],
+)
+def test_what_may_have_landed(error: BaseException, looked: bool) -> None:
+    writer = ContentWriter(Destination())
+    assert writer.may_have_landed(error) is looked
+    wrapped = RetryableError("request failed")
+    wrapped.__cause__ = error
+    assert writer.may_have_landed(wrapped) is (looked or isinstance(error, RetryableError))
+    assert writer.may_have_landed(None)  # a timeout

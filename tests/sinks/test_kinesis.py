@@ -952,3 +952,23 @@ def test_the_reason_of_failed_records_counts_their_error_codes() -> None:
     assert result is not None and list(result.retry) == [0, 2, 3] and result.throttled
     assert result.reason == "ProvisionedThroughputExceededException (2), InternalFailure (1)"
     assert unexpected == []
+
+
+def test_a_connection_dropped_after_the_request_left_may_have_stored_it() -> None:
+    from botocore.exceptions import ConnectTimeoutError
+
+    from asyncsink.sinks.kinesis.errors import never_connected
+
+    url = "http://127.0.0.1:1"
+    reset = aiohttp.ClientOSError(104, "Connection reset by peer")  # reading the answer
+    refused = ConnectionRefusedError(111, "Connection refused")
+    assert not never_connected(EndpointConnectionError(endpoint_url=url, error=reset))
+    assert not never_connected(ConnectionClosedError(endpoint_url=url))
+    assert never_connected(EndpointConnectionError(endpoint_url=url, error=refused))
+    assert never_connected(ConnectTimeoutError(endpoint_url=url))
+    writer = KinesisWriter(KinesisOptions(stream_name="s", partition_key="k", region="us-east-1"))
+    for cause, landed in ((reset, True), (refused, False)):
+        error = translate_error(EndpointConnectionError(endpoint_url=url, error=cause), "s")
+        assert error is not None
+        error.__cause__ = EndpointConnectionError(endpoint_url=url, error=cause)
+        assert writer.may_have_landed(error) is landed

@@ -13,6 +13,7 @@ returns an iterator at the tip.)
 from __future__ import annotations
 
 import datetime
+import errno
 import hashlib
 import logging
 import sys
@@ -535,7 +536,8 @@ class LosingAnswers:
         number, self.calls = self.calls, self.calls + 1
         how = self.lose.get(number)
         if how == "never":
-            raise EndpointConnectionError(endpoint_url="http://127.0.0.1:1")
+            refused = ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused")
+            raise EndpointConnectionError(endpoint_url="http://127.0.0.1:1", error=refused)
         answer = await self.real.put_records(**params)
         if how == "after":
             raise ConnectionClosedError(endpoint_url="http://127.0.0.1:1")
