@@ -62,20 +62,46 @@ then the round before the probe is judged against the floor it found, so that a 
 costs slow start no round of its own.
 
 ``adaptive=False`` pins the limit at ``maximum``.
+
+A writer lives for one Spark task, often a few hundred requests, and would spend much of
+that learning again what the task before it learned of the same destination. So a
+limiter hands what it learned (``learned``: the limit, the floor, the limit last
+throttled at, the rounds to the next probe) to the next limiter of the same destination
+in the same process, which starts from there (``start``) in slow start, below half the
+limit last throttled at, if any: ``remember`` and ``recall`` keep the latest per
+destination. Only a limiter that judged a round has
+anything to hand on; the first round of the next one still only opens connections, and
+what it found stale it relearns as above (a higher latency shrinks the limit within a
+round: the first round judged may take a limit learned earlier all the way down to
+what the destination served, where a later round takes a quarter at most; a throttle
+halves it at once).
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+import threading
 import time
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 
-__all__ = ["ConcurrencyLimiter"]
+__all__ = ["ConcurrencyLimiter", "Learned", "forget_learned", "recall", "remember"]
 
 # A judged round: its median latency, mean in flight, whether the limit was used in full,
 # answers a second.
 _Round = tuple[float, float, bool, float]
+
+
+@dataclass(frozen=True, slots=True)
+class Learned:
+    """What a limiter learned of a destination, for the next limiter to start from."""
+
+    value: float  # the limit, unrounded
+    floor: float  # seconds: the latency of the destination unloaded
+    congested_at: float  # the limit the destination last throttled at (0: never)
+    rounds_to_probe: int  # rounds judged until the floor is probed again
 
 
 class ConcurrencyLimiter:
@@ -90,6 +116,8 @@ class ConcurrencyLimiter:
         maximum: the upper bound (``maxInFlightRequests``).
         adaptive: ``False`` keeps the limit at ``maximum``.
         initial: the limit to start from (capped at ``maximum``).
+        start: what an earlier limiter of the same destination learned; the limit,
+            threshold and floor start from it instead of ``initial``.
         cpu_clock: this process's CPU time in seconds, to tell a busy client from a
             queueing destination; ``None`` judges by latency alone.
     """
@@ -126,6 +154,7 @@ class ConcurrencyLimiter:
         "_peak",
         "_grew",
         "_probe",
+        "_resumed",
         "_queued_last",
         "_round_start",
         "_rounds_to_probe",
@@ -141,6 +170,7 @@ class ConcurrencyLimiter:
         maximum: int,
         adaptive: bool = True,
         initial: int = INITIAL,
+        start: Learned | None = None,
         cpu_clock: Callable[[], float] | None = time.process_time,
     ) -> None:
         self.maximum = max(1, maximum)
@@ -171,6 +201,17 @@ class ConcurrencyLimiter:
         self._latency_sum = 0.0
         self._in_flight_sum = 0
         self._peak = 0
+        self._resumed = adaptive and start is not None  # until its first judged round
+        if adaptive and start is not None:
+            self._value = min(float(self.maximum), max(1.0, start.value))
+            self.limit = int(self._value)
+            # A queue the last writer found may have been its own (a busy client, a
+            # latency since changed): slow start again, below a throttle's threshold.
+            if start.congested_at:
+                self.threshold = start.congested_at * self.BACKOFF
+            self.floor = start.floor
+            self._congested_at = start.congested_at
+            self._rounds_to_probe = start.rounds_to_probe
 
     def __repr__(self) -> str:
         floor = f"{self.floor * 1000:.1f} ms" if self.floor is not None else "unknown"
@@ -205,6 +246,14 @@ class ConcurrencyLimiter:
         self._congested_at = value
         self.threshold = value * self.BACKOFF
         self._set(value * self.BACKOFF, now)
+
+    def learned(self) -> Learned | None:
+        """What this limiter learned, for the next one of the same destination; ``None``
+        before it judged a round (or when it does not adapt)."""
+        if not self.adaptive or self.floor is None:
+            return None
+        value = self._probe[0] if self._probe is not None else self._value
+        return Learned(value, self.floor, self._congested_at, self._rounds_to_probe)
 
     # ------------------------------------------------------------------ rounds
 
@@ -266,6 +315,7 @@ class ConcurrencyLimiter:
         alpha = max(self.ALPHA_LEAST, self.ALPHA_SHARE * in_flight - 1)
         beta = 2 * alpha
         grew, self._grew = self._grew, False
+        resumed, self._resumed = self._resumed, False
         queued_last, self._queued_last = self._queued_last, queued > beta
         before = self._previous_rate
         # More requests that did not bring at least half their share of answers more
@@ -281,7 +331,10 @@ class ConcurrencyLimiter:
             self.threshold = value
             self._shrunk_at = latency
             served = in_flight - queued  # what the destination took without queueing
-            target = max(value * self.SHRINK_LIMIT, min(value, served + alpha))
+            # A limit learned at another time is no evidence against this round: it
+            # goes all the way down to what the destination served.
+            least = 0.0 if resumed else value * self.SHRINK_LIMIT
+            target = max(least, min(value, served + alpha))
             if self._busy and before is not None:  # back to the limit that answered more
                 target = max(target, float(before[0]))
             return target
@@ -317,3 +370,33 @@ class ConcurrencyLimiter:
         self._latency_sum = 0.0
         self._in_flight_sum = 0
         self._peak = 0
+
+
+# ---------------------------------------------------------------------- per process
+
+_MEMORY = 256  # destinations remembered; the least recently used is forgotten first
+_learned: OrderedDict[Hashable, Learned] = OrderedDict()
+_lock = threading.Lock()
+
+
+def remember(destination: Hashable, learned: Learned | None) -> None:
+    """Keep what a limiter of ``destination`` learned (nothing, for ``None``)."""
+    if learned is None:
+        return
+    with _lock:
+        _learned[destination] = learned
+        _learned.move_to_end(destination)
+        while len(_learned) > _MEMORY:
+            _learned.popitem(last=False)
+
+
+def recall(destination: Hashable) -> Learned | None:
+    """What the last limiter of ``destination`` in this process learned, if any."""
+    with _lock:
+        return _learned.get(destination)
+
+
+def forget_learned() -> None:
+    """Forget every destination: the next limiters start at ``INITIAL`` again."""
+    with _lock:
+        _learned.clear()

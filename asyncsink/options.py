@@ -362,7 +362,8 @@ class SinkOptions(Options):
         128,
         minimum=1,
         doc="Most requests in flight per writer. With `adaptiveConcurrency` (the default) "
-        "an upper bound: the writer starts at 16 (or this, if lower) and keeps as many "
+        "an upper bound: the writer starts where the last writer of the same destination "
+        "in its process left off (16 for the first, or this, if lower) and keeps as many "
         "as the destination answers without queueing; without it, a fixed number.",
     )
     adaptive_concurrency: bool = option(
@@ -370,7 +371,9 @@ class SinkOptions(Options):
         doc="Adapt the requests in flight to their latency (as TCP Vegas does): grow "
         "while it stays near the lowest seen, shrink when the median of a round of "
         "requests rises (requests queue at the destination), halve when the destination "
-        "throttles or a request times out. `false` keeps `maxInFlightRequests` in flight.",
+        "throttles or a request times out. A writer hands what it learned on to the next "
+        "writer of the same destination in its process (Spark reuses its Python workers "
+        "from task to task). `false` keeps `maxInFlightRequests` in flight.",
     )
     request_timeout_ms: int = option(
         60_000,

@@ -4,7 +4,8 @@ A subclass says how to turn an input element into a request entry (``convert``),
 an entry is (``entry_size``) and how to send a batch (``submit_request_entries``).
 The writer does the rest: it buffers entries, cuts batches by count, bytes and time,
 keeps as many requests in flight as the destination serves without queueing (learned
-from their latency, at most ``max_in_flight_requests``; see ``asyncsink.concurrency``)
+from their latency, at most ``max_in_flight_requests``, starting from what the last
+writer of the same destination in this process learned; see ``asyncsink.concurrency``)
 and an AIMD window of entries, re-sends failed entries with backoff and only those,
 and ``flush()`` is the barrier: it returns once every accepted entry is acknowledged,
 or raises.
@@ -34,7 +35,7 @@ import anyio.lowlevel
 import orjson
 
 from .buffer import RequestBuffer, Run
-from .concurrency import ConcurrencyLimiter
+from .concurrency import ConcurrencyLimiter, recall, remember
 from .connections import (
     ConnectionFailure,
     connection_failure,
@@ -134,6 +135,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         self._limiter = ConcurrencyLimiter(
             maximum=options.max_in_flight_requests, adaptive=options.adaptive_concurrency
         )
+        self._learning_key: tuple[Any, ...] | None = None  # set when opened
         self._retry = RetryPolicy(options.initial_backoff_ms, options.max_backoff_ms)
         self._timeout = options.request_timeout_ms / 1000
         self._max_time_in_buffer = options.max_time_in_buffer_ms / 1000
@@ -325,6 +327,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         if self._state is not _State.NEW:
             raise WriterStateError(f"writer is {self._state.value}; it can be opened once")
         self._loop = asyncio.get_running_loop()
+        self._resume_learning()
         tg = anyio.create_task_group()
         await tg.__aenter__()
         self._tg = tg
@@ -381,6 +384,27 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
                 await asyncio.wait(self._tasks)
         if self._counts["delivered"]:
             mark_reached(self.describe_destination())
+        if self._learning_key is not None:
+            remember(self._learning_key, self._limiter.learned())
+
+    def _resume_learning(self) -> None:
+        """Start the concurrency limit from what the last writer of this destination (the
+        same sink class, ``describe_destination`` and maximum) learned in this process."""
+        options = self.options
+        if not options.adaptive_concurrency:
+            return
+        key = (
+            type(self).__module__,
+            type(self).__qualname__,
+            self.describe_destination(),
+            options.max_in_flight_requests,
+        )
+        self._learning_key = key
+        learned = recall(key)
+        if learned is not None:
+            self._limiter = ConcurrencyLimiter(
+                maximum=options.max_in_flight_requests, start=learned
+            )
 
     # ------------------------------------------------------------------ writing
 

@@ -6,7 +6,11 @@ server latencies asked for (100, 20 and 0 ms by default):
 
 - asyncsink: the HTTP sink (``asyncsink.sinks.http.create_writer``) with its defaults (requests in
   flight adapted to their latency, up to 128; AIMD rate limiting; an ``Idempotency-Key``
-  per request; per-entry results read from each answer);
+  per request; per-entry results read from each answer), a new writer every run in one
+  process, as a Spark worker runs task after task: each writer starts from what the one
+  before it learned of the endpoint;
+- asyncsink cold, for information: the same, but every run forgets what earlier writers
+  learned, as the first task of a Spark worker does (it starts at 16 in flight);
 - aiohttp loop: a hand-written ``aiohttp`` + ``asyncio`` loop with a semaphore keeping 16
   requests in flight, checking each answer: the strongest of the baselines;
 - httpx loop: the same with ``httpx`` + ``anyio``;
@@ -97,6 +101,7 @@ from sides import (
 )
 
 from asyncsink import CallLog, Scope
+from asyncsink.concurrency import forget_learned
 from asyncsink.sinks.http import create_writer
 from asyncsink.stores.memory import MemoryStore
 from asyncsink.stores.sqlite import SQLiteStore
@@ -121,10 +126,11 @@ DURABLE_TARGETS: dict[float, float] = {100.0: 0.95, 20.0: 0.95, 0.0: 0.8}
 # latency in ms -> the most client CPU per entry asyncsink may spend / the aiohttp loop's
 CPU_TARGETS: dict[float, float] = {0.0: 1.3}
 
-SIDES = ("asyncsink", "durable", "aiohttp", "httpx", "requests")
+SIDES = ("asyncsink", "cold", "durable", "aiohttp", "httpx", "requests")
 BASELINES = ("aiohttp", "httpx", "requests")
 LABELS = {
     "asyncsink": "asyncsink HTTP sink (defaults: adaptive)",
+    "cold": "asyncsink, every run its process's first writer",
     "durable": "asyncsink, durable records (SQLite)",
     "memory": "asyncsink, durable records in memory",
     "aiohttp": f"hand-written aiohttp loop ({IN_FLIGHT} in flight)",
@@ -156,6 +162,12 @@ async def _asyncsink(
 
 
 def run_asyncsink(url: str, entries: list[dict[str, Any]]) -> int:
+    return anyio.run(_asyncsink, url, entries)
+
+
+def run_cold(url: str, entries: list[dict[str, Any]]) -> int:
+    """asyncsink as the first writer of its process: nothing learned of the endpoint."""
+    forget_learned()
     return anyio.run(_asyncsink, url, entries)
 
 
@@ -254,6 +266,7 @@ def run_requests(url: str, entries: list[dict[str, Any]]) -> int:
 
 RUNNERS: dict[str, Callable[[str, list[dict[str, Any]]], int]] = {
     "asyncsink": run_asyncsink,
+    "cold": run_cold,
     "durable": run_durable,
     "memory": run_memory,
     "aiohttp": run_aiohttp,
@@ -353,6 +366,16 @@ def comparisons(results: dict[float, dict[str, dict[str, Any]]]) -> list[dict[st
                     sides[durable]["runs"],
                     sides["asyncsink"]["runs"],
                     DURABLE_TARGETS.get(latency_ms) if durable == "durable" else None,
+                )
+            )
+        if "cold" in sides and "aiohttp" in sides:
+            rows.append(
+                comparison(
+                    f"HTTP {latency_ms:g} ms: {LABELS['cold']} vs {LABELS['aiohttp']}",
+                    "entries/s",
+                    sides["cold"]["runs"],
+                    sides["aiohttp"]["runs"],
+                    None,
                 )
             )
         for fixed in [side for side in sides if side.startswith("fixed")]:

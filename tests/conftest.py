@@ -1,5 +1,8 @@
+from collections.abc import Iterator
+
 import pytest
 
+from asyncsink.concurrency import forget_learned
 from tests.servers.emulators import (
     dynalite_endpoint,  # noqa: F401
     kinesalite_endpoint,  # noqa: F401
@@ -10,3 +13,11 @@ from tests.servers.emulators import (
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_concurrency_memory() -> Iterator[None]:
+    """Each test's writers start from nothing learned by another test's writers."""
+    forget_learned()
+    yield
+    forget_learned()

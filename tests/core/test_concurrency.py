@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from asyncsink.concurrency import ConcurrencyLimiter
+from asyncsink.concurrency import ConcurrencyLimiter, Learned
 
 MS = 0.001
 
@@ -117,10 +117,12 @@ class Run:
 
 
 def adaptive(
-    maximum: int = 128, cpu_clock: Callable[[], float] | None = None
+    maximum: int = 128,
+    cpu_clock: Callable[[], float] | None = None,
+    start: Learned | None = None,
 ) -> ConcurrencyLimiter:
     """An adaptive limiter judging by latency alone, unless given a CPU clock."""
-    return ConcurrencyLimiter(maximum=maximum, cpu_clock=cpu_clock)
+    return ConcurrencyLimiter(maximum=maximum, cpu_clock=cpu_clock, start=start)
 
 
 def test_grows_to_the_upper_bound_within_a_few_round_trips_while_latency_stays_at_its_floor() -> (
@@ -409,3 +411,75 @@ def test_starts_at_sixteen_or_the_maximum_if_lower(maximum: int, initial: int) -
 def test_a_limit_of_one_stays_one() -> None:
     run = Run(ConcurrencyLimiter(maximum=1), Fixed(20 * MS)).until(1.0)
     assert set(run.limits_after(0.0)) == {1}
+
+
+# ---------------------------------------------------------------------- learned, handed on
+
+
+def test_nothing_is_learned_before_a_round_is_judged_or_without_adaptation() -> None:
+    assert adaptive().learned() is None
+    fixed = ConcurrencyLimiter(maximum=64, adaptive=False)
+    Run(fixed, Fixed(20 * MS)).until(1.0)
+    assert fixed.learned() is None
+
+
+def test_a_limiter_that_starts_from_what_another_learned_skips_slow_start() -> None:
+    first = adaptive()
+    Run(first, Fixed(20 * MS)).until(2.0)
+    learned = first.learned()
+    assert learned is not None and first.limit == 128
+    assert learned.floor == pytest.approx(20 * MS)
+    fresh = Run(adaptive(), Fixed(20 * MS)).until(0.1)
+    resumed = Run(adaptive(start=learned), Fixed(20 * MS)).until(0.1)
+    assert resumed.limits[0][1] == 128
+    assert min(resumed.limits_after(0.0)) == 128
+    assert max(fresh.limits_after(0.0)) < 128  # still in slow start after five round trips
+
+
+def test_a_learned_limit_too_high_for_another_destination_shrinks_to_its_capacity() -> None:
+    first = adaptive()
+    Run(first, Fixed(20 * MS)).until(2.0)
+    slower = Queueing(capacity=8, service=20 * MS)
+    run = Run(adaptive(start=first.learned()), slower).until(3.0)
+    assert run.limits[0][1] == 128
+    # The first round judged (at 128, ~320 ms) cuts to what was served; the queue it
+    # left drains within a second, and the limit settles near the capacity.
+    assert run.limits_after(0.7)[0] <= 32
+    assert max(run.limits_after(1.5)) <= 16
+    assert run.p99_after(2.0) < 2 * 20 * MS
+
+
+def test_a_throttled_limit_is_handed_on_with_its_threshold() -> None:
+    first = adaptive()
+    Run(first, Throttling(20 * MS, allowed=40)).until(3.0)
+    learned = first.learned()
+    assert learned is not None
+    assert learned.congested_at > 0
+    second = adaptive(start=learned)
+    assert second.threshold == learned.congested_at / 2
+    run = Run(second, Throttling(20 * MS, allowed=40)).until(3.0)
+    # It starts where the first left off, near its throttle, and is throttled less.
+    assert run.limits[0][1] == first.limit <= learned.congested_at
+    assert run.throttled < first_throttles(Throttling(20 * MS, allowed=40))
+
+
+def first_throttles(destination: Throttling) -> int:
+    return Run(adaptive(), destination).until(3.0).throttled
+
+
+def test_the_memory_keeps_the_latest_per_destination_and_forgets_the_oldest() -> None:
+    from asyncsink.concurrency import Learned, forget_learned, recall, remember
+
+    forget_learned()
+    one = Learned(32.0, 0.02, 0.0, 10)
+    two = Learned(64.0, 0.02, 0.0, 9)
+    remember("a", one)
+    remember("a", two)
+    remember("b", None)  # nothing learned: nothing kept
+    assert recall("a") == two and recall("b") is None
+    for key in range(300):
+        remember(key, one)
+    assert recall("a") is None  # the least recently kept went first
+    assert recall(299) == one
+    forget_learned()
+    assert recall(299) is None

@@ -544,3 +544,34 @@ async def test_entry_position_is_the_elements_place_in_the_input_however_it_is_c
     expected = [(i, f"e{i}") for i in range(30) if i != 12]
     assert await positions(False) == expected
     assert await positions(True) == expected
+
+
+async def test_a_writer_starts_from_what_the_last_writer_of_its_destination_learned() -> None:
+    options = SinkOptions(max_batch_size=10, max_in_flight_requests=64)
+    first = FakeWriter(Destination(latency=0.005), options=options)
+    async with first:
+        await first.write_all(range(20_000))
+        await first.flush()
+        grown = first.statistics().in_flight_limit
+    assert grown > ConcurrencyLimiter.INITIAL
+
+    second = FakeWriter(Destination(latency=0.005), options=options)
+    async with second:
+        assert second.statistics().in_flight_limit > ConcurrencyLimiter.INITIAL
+
+    class Elsewhere(FakeWriter):
+        def describe_destination(self) -> str:
+            return "another destination"
+
+    lower_maximum = SinkOptions(max_batch_size=10, max_in_flight_requests=32)
+    for fresh in (
+        Elsewhere(Destination(), options=options),
+        FakeWriter(Destination(), options=lower_maximum),
+    ):
+        async with fresh:
+            assert fresh.statistics().in_flight_limit == ConcurrencyLimiter.INITIAL
+    fixed = FakeWriter(
+        Destination(), options=SinkOptions(max_in_flight_requests=64, adaptive_concurrency=False)
+    )
+    async with fixed:
+        assert fixed.statistics().in_flight_limit == 64
