@@ -64,17 +64,14 @@ costs slow start no round of its own.
 ``adaptive=False`` pins the limit at ``maximum``.
 
 A writer lives for one Spark task, often a few hundred requests, and would spend much of
-that learning again what the task before it learned of the same destination. So a
-limiter hands what it learned (``learned``: the limit, the floor, the limit last
-throttled at, the rounds to the next probe) to the next limiter of the same destination
-in the same process, which starts from there (``start``) in slow start, below half the
-limit last throttled at, if any: ``remember`` and ``recall`` keep the latest per
-destination. Only a limiter that judged a round has
-anything to hand on; the first round of the next one still only opens connections, and
-what it found stale it relearns as above (a higher latency shrinks the limit within a
-round: the first round judged may take a limit learned earlier all the way down to
-what the destination served, where a later round takes a quarter at most; a throttle
-halves it at once).
+that in slow start, climbing again to the limit the task before it found at the same
+destination. So a limiter hands on what it learned (``learned``: the limit, and the limit
+the destination last throttled at) to the next limiter of the same destination in the
+same process, which starts at that limit (``start``), in slow start below half the
+throttled limit, if any. Everything else it learns again: its first round only opens
+connections, and the next ones learn the floor as above, so a limit that no longer fits
+(a slower destination, a busier machine) shrinks as any limit that queues does, and a
+throttle halves it at once. ``remember`` and ``recall`` keep the latest per destination.
 """
 
 from __future__ import annotations
@@ -99,9 +96,7 @@ class Learned:
     """What a limiter learned of a destination, for the next limiter to start from."""
 
     value: float  # the limit, unrounded
-    floor: float  # seconds: the latency of the destination unloaded
     congested_at: float  # the limit the destination last throttled at (0: never)
-    rounds_to_probe: int  # rounds judged until the floor is probed again
 
 
 class ConcurrencyLimiter:
@@ -154,7 +149,6 @@ class ConcurrencyLimiter:
         "_peak",
         "_grew",
         "_probe",
-        "_resumed",
         "_queued_last",
         "_round_start",
         "_rounds_to_probe",
@@ -201,7 +195,6 @@ class ConcurrencyLimiter:
         self._latency_sum = 0.0
         self._in_flight_sum = 0
         self._peak = 0
-        self._resumed = adaptive and start is not None  # until its first judged round
         if adaptive and start is not None:
             self._value = min(float(self.maximum), max(1.0, start.value))
             self.limit = int(self._value)
@@ -209,9 +202,7 @@ class ConcurrencyLimiter:
             # latency since changed): slow start again, below a throttle's threshold.
             if start.congested_at:
                 self.threshold = start.congested_at * self.BACKOFF
-            self.floor = start.floor
             self._congested_at = start.congested_at
-            self._rounds_to_probe = start.rounds_to_probe
 
     def __repr__(self) -> str:
         floor = f"{self.floor * 1000:.1f} ms" if self.floor is not None else "unknown"
@@ -253,7 +244,7 @@ class ConcurrencyLimiter:
         if not self.adaptive or self.floor is None:
             return None
         value = self._probe[0] if self._probe is not None else self._value
-        return Learned(value, self.floor, self._congested_at, self._rounds_to_probe)
+        return Learned(value, self._congested_at)
 
     # ------------------------------------------------------------------ rounds
 
@@ -315,7 +306,6 @@ class ConcurrencyLimiter:
         alpha = max(self.ALPHA_LEAST, self.ALPHA_SHARE * in_flight - 1)
         beta = 2 * alpha
         grew, self._grew = self._grew, False
-        resumed, self._resumed = self._resumed, False
         queued_last, self._queued_last = self._queued_last, queued > beta
         before = self._previous_rate
         # More requests that did not bring at least half their share of answers more
@@ -331,10 +321,7 @@ class ConcurrencyLimiter:
             self.threshold = value
             self._shrunk_at = latency
             served = in_flight - queued  # what the destination took without queueing
-            # A limit learned at another time is no evidence against this round: it
-            # goes all the way down to what the destination served.
-            least = 0.0 if resumed else value * self.SHRINK_LIMIT
-            target = max(least, min(value, served + alpha))
+            target = max(value * self.SHRINK_LIMIT, min(value, served + alpha))
             if self._busy and before is not None:  # back to the limit that answered more
                 target = max(target, float(before[0]))
             return target

@@ -428,25 +428,24 @@ def test_a_limiter_that_starts_from_what_another_learned_skips_slow_start() -> N
     Run(first, Fixed(20 * MS)).until(2.0)
     learned = first.learned()
     assert learned is not None and first.limit == 128
-    assert learned.floor == pytest.approx(20 * MS)
     fresh = Run(adaptive(), Fixed(20 * MS)).until(0.1)
     resumed = Run(adaptive(start=learned), Fixed(20 * MS)).until(0.1)
     assert resumed.limits[0][1] == 128
-    assert min(resumed.limits_after(0.0)) == 128
+    assert sorted(set(resumed.limits_after(0.0))) == [64, 128]  # one round probes the floor
     assert max(fresh.limits_after(0.0)) < 128  # still in slow start after five round trips
+    assert len(resumed.latencies) > 2 * len(fresh.latencies)
 
 
 def test_a_learned_limit_too_high_for_another_destination_shrinks_to_its_capacity() -> None:
     first = adaptive()
     Run(first, Fixed(20 * MS)).until(2.0)
     slower = Queueing(capacity=8, service=20 * MS)
-    run = Run(adaptive(start=first.learned()), slower).until(3.0)
+    run = Run(adaptive(start=first.learned()), slower).until(6.0)
     assert run.limits[0][1] == 128
-    # The first round judged (at 128, ~320 ms) cuts to what was served; the queue it
-    # left drains within a second, and the limit settles near the capacity.
-    assert run.limits_after(0.7)[0] <= 32
-    assert max(run.limits_after(1.5)) <= 16
-    assert run.p99_after(2.0) < 2 * 20 * MS
+    # Probing its floor and shrinking by a quarter a round at most, it settles near the
+    # capacity within a few seconds, and latency comes back down.
+    assert max(run.limits_after(4.5)) <= 16
+    assert run.p99_after(5.0) < 2 * 20 * MS
 
 
 def test_a_throttled_limit_is_handed_on_with_its_threshold() -> None:
@@ -471,8 +470,8 @@ def test_the_memory_keeps_the_latest_per_destination_and_forgets_the_oldest() ->
     from asyncsink.concurrency import Learned, forget_learned, recall, remember
 
     forget_learned()
-    one = Learned(32.0, 0.02, 0.0, 10)
-    two = Learned(64.0, 0.02, 0.0, 9)
+    one = Learned(32.0, 0.0)
+    two = Learned(64.0, 0.0)
     remember("a", one)
     remember("a", two)
     remember("b", None)  # nothing learned: nothing kept
