@@ -59,7 +59,10 @@ shrinking the limit did not bring latency down, a round runs at half the limit a
 latency becomes the floor. While halving lowers latency by a tenth or more (the round
 before still queued), the probe goes on at half again, at most ``PROBE_DEPTH`` times;
 then the round before the probe is judged against the floor it found, so that a probe
-costs slow start no round of its own.
+costs slow start no round of its own. A probe is also a round at a lower limit: the round
+before it is judged, as a round after a growth is, by whether its extra requests brought
+answers a second in proportion, so a busy client whose limit grew past what pays (or
+started there, see below) comes back down.
 
 ``adaptive=False`` pins the limit at ``maximum``.
 
@@ -255,7 +258,8 @@ class ConcurrencyLimiter:
             self._set(self._value, now)
             return
         if self._probe is not None:
-            self._end_probe_round(statistics.median_low(self._latencies), now)
+            rate = self._in_flight_sum / self._latency_sum  # answers a second
+            self._end_probe_round(statistics.median_low(self._latencies), rate, now)
             return
         latency = statistics.median_low(self._latencies)
         in_flight = self._in_flight_sum / count
@@ -282,7 +286,7 @@ class ConcurrencyLimiter:
             return
         self._set(self._next_value(*judged), now)
 
-    def _end_probe_round(self, latency: float, now: float) -> None:
+    def _end_probe_round(self, latency: float, rate: float, now: float) -> None:
         assert self._probe is not None
         saved, previous, depth, judged = self._probe
         self.floor = latency
@@ -294,6 +298,10 @@ class ConcurrencyLimiter:
             self._set(self._value / 2, now)
             return
         self._probe = None
+        if self._peak >= self.limit:
+            # The probe is also a round at a lower limit: the round before it is judged
+            # by whether its requests more answered more, as after a growth.
+            self._previous_rate = (self.limit, rate)
         self._value = saved
         self._set(self._next_value(*judged), now)
 

@@ -482,3 +482,20 @@ def test_the_memory_keeps_the_latest_per_destination_and_forgets_the_oldest() ->
     assert recall(299) == one
     forget_learned()
     assert recall(299) is None
+
+
+def test_a_busy_client_comes_down_from_a_limit_whose_extra_requests_did_not_pay() -> None:
+    # Started at 64 by an earlier writer, at a destination that serves 4 at a time, and
+    # on the CPU all along: queueing is then no proof by itself. The probe's round at
+    # half the limit answers as many a second as the full limit: the extra requests did
+    # not pay, and the limit comes down.
+    clock: list[Run] = []
+    limiter = ConcurrencyLimiter(
+        maximum=128, start=Learned(64.0, 0.0), cpu_clock=lambda: clock[0].now
+    )
+    run = Run(limiter, Queueing(capacity=4, service=2 * MS))
+    clock.append(run)
+    run.until(5.0)
+    assert run.limits[0][1] == 64
+    assert max(run.limits_after(0.2)) <= 48
+    assert limiter.limit < 32
