@@ -342,52 +342,43 @@ def measure(
     }
 
 
+def _rate_row(
+    latency_ms: float,
+    sides: dict[str, dict[str, Any]],
+    name: str,
+    side: str,
+    baseline: str,
+    target: float | None = None,
+) -> dict[str, Any]:
+    """``side``'s entries/s against ``baseline``'s at one latency."""
+    return comparison(
+        f"HTTP {latency_ms:g} ms: {name}",
+        "entries/s",
+        sides[side]["runs"],
+        sides[baseline]["runs"],
+        target,
+    )
+
+
 def comparisons(results: dict[float, dict[str, dict[str, Any]]]) -> list[dict[str, Any]]:
     """Every baseline at every latency (rows without a target are for information), and
     client CPU per entry against the aiohttp loop where a target sets a ceiling."""
     rows = []
     for latency_ms, sides in results.items():
-        for baseline in BASELINES:
-            if baseline in sides:
-                rows.append(
-                    comparison(
-                        f"HTTP {latency_ms:g} ms: asyncsink vs {LABELS[baseline]}",
-                        "entries/s",
-                        sides["asyncsink"]["runs"],
-                        sides[baseline]["runs"],
-                        TARGETS.get((latency_ms, baseline)),
-                    )
-                )
+        for baseline in [side for side in BASELINES if side in sides]:
+            name = f"asyncsink vs {LABELS[baseline]}"
+            target = TARGETS.get((latency_ms, baseline))
+            rows.append(_rate_row(latency_ms, sides, name, "asyncsink", baseline, target))
         for durable in [side for side in ("durable", "memory") if side in sides]:
-            rows.append(
-                comparison(
-                    f"HTTP {latency_ms:g} ms: {LABELS[durable]} vs without records",
-                    "entries/s",
-                    sides[durable]["runs"],
-                    sides["asyncsink"]["runs"],
-                    DURABLE_TARGETS.get(latency_ms) if durable == "durable" else None,
-                )
-            )
+            name = f"{LABELS[durable]} vs without records"
+            target = DURABLE_TARGETS.get(latency_ms) if durable == "durable" else None
+            rows.append(_rate_row(latency_ms, sides, name, durable, "asyncsink", target))
         if "cold" in sides and "aiohttp" in sides:
-            rows.append(
-                comparison(
-                    f"HTTP {latency_ms:g} ms: {LABELS['cold']} vs {LABELS['aiohttp']}",
-                    "entries/s",
-                    sides["cold"]["runs"],
-                    sides["aiohttp"]["runs"],
-                    None,
-                )
-            )
+            name = f"{LABELS['cold']} vs {LABELS['aiohttp']}"
+            rows.append(_rate_row(latency_ms, sides, name, "cold", "aiohttp"))
         for fixed in [side for side in sides if side.startswith("fixed")]:
-            rows.append(
-                comparison(
-                    f"HTTP {latency_ms:g} ms: asyncsink adaptive vs {label(fixed)}",
-                    "entries/s",
-                    sides["asyncsink"]["runs"],
-                    sides[fixed]["runs"],
-                    None,
-                )
-            )
+            name = f"asyncsink adaptive vs {label(fixed)}"
+            rows.append(_rate_row(latency_ms, sides, name, "asyncsink", fixed))
         if "aiohttp" in sides:
             rows.append(
                 comparison(
