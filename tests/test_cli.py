@@ -265,6 +265,17 @@ def test_demo_report_names_the_kill_and_the_figures() -> None:
     assert "none: no partition sent enough requests" in report(kill=None).render()
 
 
+def test_demo_report_counts_one_of_a_kind_in_the_singular() -> None:
+    one = " ".join(
+        report(writers=WriterStatistics(retried=1, skipped=1), unexpected=1).render().split()
+    )
+    assert "1 entry sent again after a failure" in one
+    assert "1 entry already delivered, not re-sent" in one
+    assert "1 row that was never written" in one
+    many = " ".join(report(writers=WriterStatistics(retried=2, skipped=3)).render().split())
+    assert "2 entries sent again" in many and "3 entries already delivered" in many
+
+
 def test_demo_settings_are_checked_and_pick_the_kill_point() -> None:
     with pytest.raises(ValueError, match="rows"):
         DemoSettings(rows=0)

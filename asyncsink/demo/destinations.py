@@ -16,7 +16,7 @@ import orjson
 
 from asyncsink.sinks import sink_factory
 
-from .settings import DemoSettings
+from .settings import DemoSettings, plural
 
 __all__ = ["DemoUnavailable", "Destination", "destination_for"]
 
@@ -111,10 +111,11 @@ class _HttpDestination(Destination):
         answers = ", ".join(f"{status}={count:,}" for status, count in stats.statuses.items())
         lines = [
             f"the endpoint got {stats.requests:,} (answers by status: {answers or 'none'}; "
-            f"{stats.replays:,} repeated keys answered from its idempotency store)",
+            f"{plural(stats.replays, 'repeated key')} answered from its idempotency store)",
         ]
         if stats.entries_rejected:
-            lines.append(f"it failed {stats.entries_rejected:,} entries inside accepted requests")
+            failed = plural(stats.entries_rejected, "entry", "entries")
+            lines.append(f"it failed {failed} inside accepted requests")
         return _tally(self.server.applied_ids(), rows, lines)
 
 
@@ -272,7 +273,7 @@ class _ElasticsearchDestination(Destination):
         lines = [
             f"the endpoint got {stats.bulk_requests:,} bulk requests (items by status: "
             f"{items or 'none'})",
-            f"{stats.duplicate_applications:,} documents written again under the same _id "
+            f"{plural(stats.duplicate_applications, 'document')} written again under the same _id "
             "(re-sends overwrite, they do not duplicate)",
         ]
         return _tally([source.get("id") for source in documents.values()], rows, lines)

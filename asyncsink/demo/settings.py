@@ -148,7 +148,8 @@ class DemoReport:
             ),
         ]
         lines.extend(_line("", text) for text in self.destination_lines)
-        lines.append(_line("retries", f"{w.retried:,} entries sent again after a failure"))
+        retried = plural(w.retried, "entry", "entries")
+        lines.append(_line("retries", f"{retried} sent again after a failure"))
         if self.kill is not None:
             where = f"batch {self.kill.batch_id}, " if self.kill.batch_id is not None else ""
             lines.append(
@@ -162,7 +163,8 @@ class DemoReport:
             )
         elif self.kill_requested:
             lines.append(_line("task killed", "none: no partition sent enough requests"))
-        lines.append(_line("skipped", f"{w.skipped:,} entries already delivered, not re-sent"))
+        skipped = plural(w.skipped, "entry", "entries")
+        lines.append(_line("skipped", f"{skipped} already delivered, not re-sent"))
         lines.append(
             _line(
                 "recovered calls",
@@ -174,7 +176,9 @@ class DemoReport:
         note = "" if self.idempotent else " (at least once: this sink has no idempotency key)"
         lines.append(_line("duplicates", f"{self.duplicates:,} stored twice{note}"))
         if self.unexpected:
-            lines.append(_line("unexpected", f"{self.unexpected:,} rows that were never written"))
+            verb = "was" if self.unexpected == 1 else "were"
+            unexpected = f"{plural(self.unexpected, 'row')} that {verb} never written"
+            lines.append(_line("unexpected", unexpected))
         lines.append(_line("lost rows", f"{self.lost:,}"))
         latency = ""
         if w.p50_ms is not None and w.p99_ms is not None:
