@@ -114,8 +114,9 @@ class ConcurrencyLimiter:
         maximum: the upper bound (``maxInFlightRequests``).
         adaptive: ``False`` keeps the limit at ``maximum``.
         initial: the limit to start from (capped at ``maximum``).
-        start: what an earlier limiter of the same destination learned; the limit,
-            threshold and floor start from it instead of ``initial``.
+        start: what an earlier limiter of the same destination learned: the limit
+            starts there instead of at ``initial`` (slow start below half the limit it
+            was throttled at, if it was).
         cpu_clock: this process's CPU time in seconds, to tell a busy client from a
             queueing destination; ``None`` judges by latency alone.
     """
@@ -300,7 +301,7 @@ class ConcurrencyLimiter:
         self._probe = None
         if self._peak >= self.limit:
             # The probe is also a round at a lower limit: the round before it is judged
-            # by whether its requests more answered more, as after a growth.
+            # by whether its extra requests brought more answers, as after a growth.
             self._previous_rate = (self.limit, rate)
         self._value = saved
         self._set(self._next_value(*judged), now)
