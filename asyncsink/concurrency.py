@@ -68,13 +68,18 @@ started there, see below) comes back down.
 
 A writer lives for one Spark task, often a few hundred requests, and would spend much of
 that in slow start, climbing again to the limit the task before it found at the same
-destination. So a limiter hands on what it learned (``learned``: the limit, and the limit
-the destination last throttled at) to the next limiter of the same destination in the
-same process, which starts at that limit (``start``), in slow start below half the
-throttled limit, if any. Everything else it learns again: its first round only opens
-connections, and the next ones learn the floor as above, so a limit that no longer fits
-(a slower destination, a busier machine) shrinks as any limit that queues does, and a
-throttle halves it at once. ``remember`` and ``recall`` keep the latest per destination.
+destination. So a limiter hands on what it learned (``learned``: the limit, the limit
+the destination last throttled at, and the latency of its last round) to the next
+limiter of the same destination in the same process (``start``). That one opens its
+connections at ``initial``, as a new limiter does, and takes the learned limit at the
+first answer, unless that answer was more than ``RESUME_SLOWER`` times slower than the
+last round the limit was learned from: the destination got slower, and a burst of the
+old limit's requests would only queue there (and time out); it then grows from
+``initial`` as a new limiter does. Either way it is in slow start below half the limit
+the destination last throttled at, if any. Everything else it learns again: the floor
+as above, so a limit that no longer fits (a destination with less capacity, a busier
+machine) shrinks as any limit that queues does, and a throttle or a timeout halves it at
+once. ``remember`` and ``recall`` keep the latest per destination.
 """
 
 from __future__ import annotations
@@ -100,6 +105,7 @@ class Learned:
 
     value: float  # the limit, unrounded
     congested_at: float  # the limit the destination last throttled at (0: never)
+    latency: float  # seconds: the median latency of the last round judged at that limit
 
 
 class ConcurrencyLimiter:
@@ -114,9 +120,9 @@ class ConcurrencyLimiter:
         maximum: the upper bound (``maxInFlightRequests``).
         adaptive: ``False`` keeps the limit at ``maximum``.
         initial: the limit to start from (capped at ``maximum``).
-        start: what an earlier limiter of the same destination learned: the limit
-            starts there instead of at ``initial`` (slow start below half the limit it
-            was throttled at, if it was).
+        start: what an earlier limiter of the same destination learned: its limit is
+            taken at the first answer, unless that answer is much slower than before
+            (slow start below half the limit it was throttled at, if it was).
         cpu_clock: this process's CPU time in seconds, to tell a busy client from a
             queueing destination; ``None`` judges by latency alone.
     """
@@ -134,6 +140,7 @@ class ConcurrencyLimiter:
     CLOSE_TO_CONGESTION = 0.8  # from this share of the last throttled limit, grow by one
     BUSY = 0.5  # share of a round this process spent on the CPU that makes it the bottleneck
     GAIN = 0.5  # share of the answers a second more requests should add, when busy
+    RESUME_SLOWER = 2.0  # a first answer this much slower than before: start afresh
 
     __slots__ = (
         "adaptive",
@@ -153,6 +160,8 @@ class ConcurrencyLimiter:
         "_peak",
         "_grew",
         "_probe",
+        "_resume",
+        "_round_latency",
         "_queued_last",
         "_round_start",
         "_rounds_to_probe",
@@ -199,9 +208,12 @@ class ConcurrencyLimiter:
         self._latency_sum = 0.0
         self._in_flight_sum = 0
         self._peak = 0
+        self._round_latency: float | None = None  # of the last round judged
+        # A learned limit to take at the first answer, if that answer shows the
+        # destination about as fast as when the limit was learned.
+        self._resume: Learned | None = None
         if adaptive and start is not None:
-            self._value = min(float(self.maximum), max(1.0, start.value))
-            self.limit = int(self._value)
+            self._resume = start
             # A queue the last writer found may have been its own (a busy client, a
             # latency since changed): slow start again, below a throttle's threshold.
             if start.congested_at:
@@ -245,10 +257,10 @@ class ConcurrencyLimiter:
     def learned(self) -> Learned | None:
         """What this limiter learned, for the next one of the same destination; ``None``
         before it judged a round (or when it does not adapt)."""
-        if not self.adaptive or self.floor is None:
+        if not self.adaptive or self._round_latency is None:
             return None
         value = self._probe[0] if self._probe is not None else self._value
-        return Learned(value, self._congested_at)
+        return Learned(value, self._congested_at, self._round_latency)
 
     # ------------------------------------------------------------------ rounds
 
@@ -256,6 +268,9 @@ class ConcurrencyLimiter:
         count = len(self._latencies)
         if self._warming:  # the first answer ends the round that opened connections
             self._warming = False
+            resume, self._resume = self._resume, None
+            if resume is not None and self._latencies[0] <= self.RESUME_SLOWER * resume.latency:
+                self._value = min(float(self.maximum), max(1.0, resume.value))
             self._set(self._value, now)
             return
         if self._probe is not None:
@@ -263,6 +278,7 @@ class ConcurrencyLimiter:
             self._end_probe_round(statistics.median_low(self._latencies), rate, now)
             return
         latency = statistics.median_low(self._latencies)
+        self._round_latency = latency
         in_flight = self._in_flight_sum / count
         used_in_full = self._peak >= self.limit
         self._busy = self._busy_round(now)

@@ -470,8 +470,8 @@ def test_the_memory_keeps_the_latest_per_destination_and_forgets_the_oldest() ->
     from asyncsink.concurrency import Learned, forget_learned, recall, remember
 
     forget_learned()
-    one = Learned(32.0, 0.0)
-    two = Learned(64.0, 0.0)
+    one = Learned(32.0, 0.0, 0.02)
+    two = Learned(64.0, 0.0, 0.02)
     remember("a", one)
     remember("a", two)
     remember("b", None)  # nothing learned: nothing kept
@@ -491,7 +491,7 @@ def test_a_busy_client_comes_down_from_a_limit_whose_extra_requests_did_not_pay(
     # not pay, and the limit comes down.
     clock: list[Run] = []
     limiter = ConcurrencyLimiter(
-        maximum=128, start=Learned(64.0, 0.0), cpu_clock=lambda: clock[0].now
+        maximum=128, start=Learned(64.0, 0.0, 32 * MS), cpu_clock=lambda: clock[0].now
     )
     run = Run(limiter, Queueing(capacity=4, service=2 * MS))
     clock.append(run)
@@ -499,3 +499,19 @@ def test_a_busy_client_comes_down_from_a_limit_whose_extra_requests_did_not_pay(
     assert run.limits[0][1] == 64
     assert max(run.limits_after(0.2)) <= 48
     assert limiter.limit < 32
+
+
+def test_a_limit_learned_at_a_faster_destination_is_not_taken_when_the_first_answer_is_slow() -> (
+    None
+):
+    # Learned at 5 ms; the destination now takes 200 ms and serves two at a time. The
+    # first answer is forty times slower: the limiter starts afresh, as a new one does,
+    # instead of sending 64 requests into a queue that a request timeout would cut.
+    learned = Learned(64.0, 0.0, 5 * MS)
+    resumed = Run(adaptive(start=learned), Queueing(capacity=2, service=200 * MS)).until(5.0)
+    fresh = Run(adaptive(), Queueing(capacity=2, service=200 * MS)).until(5.0)
+    assert resumed.limits[0][1] == ConcurrencyLimiter.INITIAL
+    assert resumed.limits == fresh.limits
+    # As fast as before, it is taken at the first answer.
+    quick = Run(adaptive(start=learned), Fixed(5 * MS)).until(0.05)
+    assert quick.limits[0][1] == 64

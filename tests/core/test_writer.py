@@ -546,6 +546,15 @@ async def test_entry_position_is_the_elements_place_in_the_input_however_it_is_c
     assert await positions(True) == expected
 
 
+async def limit_after_one_answer(writer: FakeWriter) -> int:
+    """The in-flight limit of a new writer once its first request was answered."""
+    async with writer:
+        assert writer.statistics().in_flight_limit == ConcurrencyLimiter.INITIAL
+        await writer.write_all(range(10))
+        await writer.flush()
+        return writer.statistics().in_flight_limit
+
+
 async def test_a_writer_starts_from_what_the_last_writer_of_its_destination_learned() -> None:
     options = SinkOptions(max_batch_size=10, max_in_flight_requests=64)
     first = FakeWriter(Destination(latency=0.005), options=options)
@@ -555,9 +564,12 @@ async def test_a_writer_starts_from_what_the_last_writer_of_its_destination_lear
         grown = first.statistics().in_flight_limit
     assert grown > ConcurrencyLimiter.INITIAL
 
+    # Connections open at 16; the first answer, as fast as before, takes the learned limit.
     second = FakeWriter(Destination(latency=0.005), options=options)
-    async with second:
-        assert second.statistics().in_flight_limit > ConcurrencyLimiter.INITIAL
+    assert await limit_after_one_answer(second) > ConcurrencyLimiter.INITIAL
+    # A destination ten times slower than when the limit was learned: start afresh.
+    slower = FakeWriter(Destination(latency=0.05), options=options)
+    assert await limit_after_one_answer(slower) == ConcurrencyLimiter.INITIAL
 
     class Elsewhere(FakeWriter):
         def describe_destination(self) -> str:
@@ -565,11 +577,10 @@ async def test_a_writer_starts_from_what_the_last_writer_of_its_destination_lear
 
     lower_maximum = SinkOptions(max_batch_size=10, max_in_flight_requests=32)
     for fresh in (
-        Elsewhere(Destination(), options=options),
-        FakeWriter(Destination(), options=lower_maximum),
+        Elsewhere(Destination(latency=0.005), options=options),
+        FakeWriter(Destination(latency=0.005), options=lower_maximum),
     ):
-        async with fresh:
-            assert fresh.statistics().in_flight_limit == ConcurrencyLimiter.INITIAL
+        assert await limit_after_one_answer(fresh) == ConcurrencyLimiter.INITIAL
     fixed = FakeWriter(
         Destination(), options=SinkOptions(max_in_flight_requests=64, adaptive_concurrency=False)
     )
