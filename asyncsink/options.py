@@ -362,9 +362,10 @@ class SinkOptions(Options):
         128,
         minimum=1,
         doc="Most requests in flight per writer. With `adaptiveConcurrency` (the default) "
-        "an upper bound: the writer starts where the last writer of the same destination "
-        "in its process left off (16 for the first, or this, if lower) and keeps as many "
-        "as the destination answers without queueing; without it, a fixed number.",
+        "an upper bound: the writer starts at 16 (or this, if lower), goes on from its "
+        "first answer where the last writer of the same destination in its process left "
+        "off (unless that answer is much slower than before) and keeps as many as the "
+        "destination answers without queueing; without it, a fixed number.",
     )
     adaptive_concurrency: bool = option(
         True,

@@ -7,8 +7,8 @@ server latencies asked for (100, 20 and 0 ms by default):
 - asyncsink: the HTTP sink (``asyncsink.sinks.http.create_writer``) with its defaults (requests in
   flight adapted to their latency, up to 128; AIMD rate limiting; an ``Idempotency-Key``
   per request; per-entry results read from each answer), a new writer every run in one
-  process, as a Spark worker runs task after task: each writer starts from what the one
-  before it learned of the endpoint;
+  process, as a Spark worker runs task after task: each writer goes on, from its first
+  answer, at the limit the one before it reached;
 - asyncsink cold, for information: the same, but every run forgets what earlier writers
   learned, as the first task of a Spark worker does (it starts at 16 in flight);
 - aiohttp loop: a hand-written ``aiohttp`` + ``asyncio`` loop with a semaphore keeping 16

@@ -6,8 +6,8 @@ row) from a local Spark session (``local[2]``) to the fault-injecting endpoint
 
 - asyncsink: ``asyncsink.spark.foreach_partition(df, "http", {"url": ...})`` with its
   defaults (500 rows a request, requests in flight adapted to their latency, up to
-  128 per partition, each partition's writer starting from the limit the previous
-  writer of its Python worker reached); and the same with durable
+  128 per partition, each partition's writer going on, from its first answer, at the
+  limit the previous writer of its Python worker reached); and the same with durable
   call records (``sink_id``, SQLite in a temp dir, a fresh batch id per run), as the
   README recommends;
 - one request per row: what existing Python REST data sources and most ``foreach``
