@@ -105,7 +105,7 @@ class Learned:
 
     value: float  # the limit, unrounded
     congested_at: float  # the limit the destination last throttled at (0: never)
-    latency: float  # seconds: the median latency of the last round judged at that limit
+    latency: float  # seconds: the median latency of the last round judged
 
 
 class ConcurrencyLimiter:

@@ -35,7 +35,7 @@ import anyio.lowlevel
 import orjson
 
 from .buffer import RequestBuffer, Run
-from .concurrency import ConcurrencyLimiter, recall, remember
+from .concurrency import ConcurrencyLimiter, Learned, recall, remember
 from .connections import (
     ConnectionFailure,
     connection_failure,
@@ -132,9 +132,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             increase=max(1, options.max_batch_size // 10),
             enabled=options.rate_limiting,
         )
-        self._limiter = ConcurrencyLimiter(
-            maximum=options.max_in_flight_requests, adaptive=options.adaptive_concurrency
-        )
+        self._limiter = self._new_limiter()
         self._learning_key: tuple[Any, ...] | None = None  # set when opened
         self._retry = RetryPolicy(options.initial_backoff_ms, options.max_backoff_ms)
         self._timeout = options.request_timeout_ms / 1000
@@ -402,9 +400,15 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         self._learning_key = key
         learned = recall(key)
         if learned is not None:
-            self._limiter = ConcurrencyLimiter(
-                maximum=options.max_in_flight_requests, start=learned
-            )
+            self._limiter = self._new_limiter(learned)
+
+    def _new_limiter(self, start: Learned | None = None) -> ConcurrencyLimiter:
+        options = self.options
+        return ConcurrencyLimiter(
+            maximum=options.max_in_flight_requests,
+            adaptive=options.adaptive_concurrency,
+            start=start,
+        )
 
     # ------------------------------------------------------------------ writing
 
