@@ -60,6 +60,9 @@ def new_latency_counts() -> list[int]:
     return [0] * len(_BOUNDS)
 
 
+_LIMITS = frozenset(("window", "in_flight_limit"))
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WriterStatistics:
     """What a writer (or a sum of writers) did. Counts are of entries unless named requests.
@@ -70,7 +73,8 @@ class WriterStatistics:
     fatally) or is still ``buffered`` / ``in_flight`` (a request sent, or one without an
     answer being looked up). ``window`` (the AIMD window, in entries) and ``in_flight_limit`` (the
     requests allowed in flight, adapted to their latency) are the limits when the
-    snapshot was taken.
+    snapshot was taken; a sum of writers (a job's, a batch's) keeps the largest of each,
+    since a limit holds per writer and the writers of a job need not run at once.
     """
 
     written: int = 0
@@ -102,9 +106,11 @@ class WriterStatistics:
         return self.latency.percentile(99)
 
     def __add__(self, other: WriterStatistics) -> WriterStatistics:
+        """The statistics of both writers: counts summed, limits the larger of the two."""
         values = {}
         for f in dataclasses.fields(self):
-            values[f.name] = getattr(self, f.name) + getattr(other, f.name)
+            mine, theirs = getattr(self, f.name), getattr(other, f.name)
+            values[f.name] = max(mine, theirs) if f.name in _LIMITS else mine + theirs
         return WriterStatistics(**values)
 
     def summary(self) -> str:

@@ -55,7 +55,10 @@ raising its limit, so its ratios there are not figures to quote.
 
     .venv/bin/python benchmarks/bench_http.py [--entries N] [--rounds R] [--quick]
         [--latencies 100,20,0] [--wide] [--fixed N] [--memory-records] [--profile]
-        [--json PATH]
+        [--sides durable,aiohttp] [--json PATH]
+
+``--sides`` runs only the sides named (and asyncsink with its defaults, which every
+comparison is of): a quicker look at one question, such as what durable records cost.
 
 ``--wide`` sends entries of about 160 bytes (two more fields) instead of about 85.
 
@@ -443,14 +446,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--memory-records", action="store_true", help="add durable records in memory"
     )
     parser.add_argument("--profile", action="store_true", help="profile asyncsink runs")
+    parser.add_argument(
+        "--sides",
+        help=f"only these sides, comma-separated (asyncsink always runs): "
+        f"{', '.join(SIDES)}, memory",
+    )
     parser.add_argument("--json", type=Path, help="write the results to this file")
     args = parser.parse_args(argv)
     if args.quick:
         args.entries, args.rounds = 60_000, 3
     latencies = [float(text) for text in args.latencies.split(",") if text]
     sides = [*SIDES[:1], *([f"fixed{args.fixed}"] if args.fixed else []), *SIDES[1:]]
-    if args.memory_records:
+    if args.memory_records or "memory" in (args.sides or "").split(","):
         sides.insert(sides.index("durable") + 1, "memory")
+    if args.sides:
+        chosen = {"asyncsink", *args.sides.split(",")}
+        if unknown := chosen - set(SIDES) - {"memory"}:
+            parser.error(f"--sides: no side {', '.join(sorted(unknown))}")
+        sides = [side for side in sides if side in chosen or side.startswith("fixed")]
     inputs = make_wide_entries if args.wide else make_entries
     size = mean_json_size(inputs(1000))
     results: dict[float, dict[str, dict[str, Any]]] = {}
