@@ -90,7 +90,9 @@ def _write(df: Any, spec: SinkSpec, identity: RunIdentity) -> list[PartitionResu
 class BatchSink:
     """The function ``foreachBatch`` calls: ``(df, batch_id) -> None``.
 
-    ``statistics`` maps each batch id this driver ran to its summed statistics. The
+    ``statistics`` maps each batch id this driver ran to its summed statistics, of the
+    latest time it ran (a batch Spark runs again, or a batch of the same id of another
+    query this object serves, replaces the earlier figures; ``on_batch`` sees each). The
     durable run is the query's persistent id (from its checkpoint); called outside a
     streaming query, a ``BatchSink`` is one run of its own.
     """
