@@ -17,7 +17,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Self
 
 from asyncsink.durable.call_log import CallLog
-from asyncsink.errors import DestinationError
+from asyncsink.errors import DestinationError, RetryableError
 from asyncsink.masking import mask_url
 from asyncsink.options import SinkOptions, parse_options, raise_unknown
 from asyncsink.request import CallInfo, SubmitResult, current_call
@@ -242,12 +242,17 @@ class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
 
     def may_have_landed(self, error: BaseException | None) -> bool:
         """Whether a PutRecords request that failed with ``error`` may have stored its
-        records all the same: not when Kinesis answered (an error code) or no connection
-        opened; else (no answer came) yes, and with call records the writer reads the
-        stream for them before sending them again."""
+        records all the same: not when no connection opened, nor when the answer refused
+        it (a throttle, a client error); yes when no answer came, or when the answer was
+        a server-side failure (a 5xx, ``InternalFailure``, ``ServiceUnavailable``: from
+        Kinesis, or from a gateway in front of it), which may come after the records were
+        stored. With call records the writer then reads the stream for them before
+        sending them again."""
         cause = error.__cause__ if error is not None else None
         if cause is not None and never_connected(cause):
             return False
+        if type(error) is RetryableError and error.status is not None:
+            return True  # a server-side failure answered (no answer carries no status)
         return super().may_have_landed(error)
 
     def _translate(self, exc: Exception) -> DestinationError | None:

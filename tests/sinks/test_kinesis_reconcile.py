@@ -519,10 +519,20 @@ async def test_a_scan_out_of_budget_re_sends_the_calls_and_says_how_many(
     assert "could not settle" in caplog.text and "reconcileByteBudget (1)" in caplog.text
 
 
+# An answer that fails a call: HTTP status, AWS error code, and whether the records were
+# stored before it came (a gateway's timeout, a server-side failure) or not (a throttle).
+FAILED_ANSWERS = {
+    "gateway": (504, "504", True),
+    "internal": (500, "InternalFailure", True),
+    "throttled": (400, "ProvisionedThroughputExceededException", False),
+}
+
+
 class LosingAnswers:
     """A Kinesis client whose ``put_records`` loses the answer to the calls numbered in
     ``lose`` (counting from 0): ``"after"`` stores the records, then the connection
-    closes without an answer; ``"never"`` cannot connect at all."""
+    closes without an answer; ``"never"`` cannot connect at all; a name of
+    ``FAILED_ANSWERS`` answers with that error, having stored the records or not."""
 
     def __init__(self, real: Any, lose: dict[int, str]) -> None:
         self.real = real
@@ -538,6 +548,13 @@ class LosingAnswers:
         if how == "never":
             refused = ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused")
             raise EndpointConnectionError(endpoint_url="http://127.0.0.1:1", error=refused)
+        if how in FAILED_ANSWERS:
+            status, code, stored = FAILED_ANSWERS[how]
+            if stored:
+                await self.real.put_records(**params)
+            error = {"Error": {"Code": code, "Message": how},
+                     "ResponseMetadata": {"HTTPStatusCode": status}}  # fmt: skip
+            raise ClientError(error, "PutRecords")  # type: ignore[arg-type]
         answer = await self.real.put_records(**params)
         if how == "after":
             raise ConnectionClosedError(endpoint_url="http://127.0.0.1:1")
@@ -561,6 +578,28 @@ async def test_answers_lost_within_an_attempt_are_settled_by_reading_the_stream(
     assert (stats.reconciled, stats.resent_calls) == (2, 0), stats.summary()
     assert stats.delivered == settings["rows"] and stats.skipped == 0
     assert stats.requests_failed == 3 and stats.retried == 50  # only the unsent call again
+    assert writer.reconciler is not None and sum(r.found for r in writer.reconciler.reports) == 100
+
+
+@pytest.mark.emulator
+@pytest.mark.timeout(90)
+async def test_server_side_failures_are_settled_by_reading_and_refusals_are_sent_again(
+    admin: Any, stream: str, kinesalite_endpoint: str
+) -> None:
+    """A 5xx may come after the records were stored (a gateway that timed out waiting for
+    Kinesis, an internal failure): the stream is read before they are sent again. A
+    throttle stored nothing: sent again at once."""
+    settings = {"endpoint": kinesalite_endpoint, "stream": stream, "rows": 600}
+    client = LosingAnswers(admin, {1: "gateway", 3: "internal", 5: "throttled"})
+    call_log = CallLog(MemoryStore(), Scope("failed-answers", 0, 0))
+    writer = create_writer(spark_options(settings), call_log=call_log, client=client)
+    async with writer:
+        await writer.write_all(rows(settings["rows"]))
+    ids, _ = await read_ids(admin, stream)
+    assert_each_row_once(ids, settings["rows"])
+    stats = writer.statistics()
+    assert (stats.reconciled, stats.resent_calls) == (2, 0), stats.summary()
+    assert stats.requests_failed == 3 and stats.retried == 50  # only the throttled call
     assert writer.reconciler is not None and sum(r.found for r in writer.reconciler.reports) == 100
 
 
