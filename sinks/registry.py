@@ -25,7 +25,7 @@ from typing import Any
 
 __all__ = ["SinkEntry", "register_sink", "sink_entry", "sink_names"]
 
-_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
+_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}\Z")
 
 Target = str | Callable[..., Any]
 

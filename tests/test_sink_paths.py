@@ -78,3 +78,12 @@ def test_a_dead_letter_writes_decimals_as_the_sinks_do() -> None:
     content = element_bytes(row)
     assert b'"amount":"286.7143"' in content
     assert isinstance(DeadLetter(0, "bad", content, "s").record, bytes)
+
+
+@pytest.mark.parametrize("name", ["Webhook", "web hook", "webhook\n", "", "9lives"])
+def test_a_sink_name_of_other_characters_is_refused(name: str) -> None:
+    from asyncsink.sinks import register_sink, sink_names
+
+    with pytest.raises(ValueError, match="a sink name is 1-40 lowercase"):
+        register_sink(name, "tests.spark.fourth_sink:create_writer")
+    assert name not in sink_names()

@@ -39,7 +39,7 @@ ResponseParser = Callable[[httpx.Response, Sequence[bytes]], SubmitResult | None
 """Judges a 2xx response to a request carrying the given entries: a ``SubmitResult`` naming
 the entries to retry or reject, or ``None`` to fall back to the built-in parsing."""
 
-_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
 _SENSITIVE_HEADER = re.compile(r"auth|cookie|key|token|secret|passw|signature|credential", re.I)
 _FORMATS = ("json", "ndjson")
 

@@ -55,12 +55,12 @@ KINESIS_SINK_DEFAULTS: Mapping[str, int] = {
 
 PartitionKeyMode = Literal["auto", "field", "fixed", "random", "hash"]
 
-_CREDENTIAL = re.compile(r"^[!-~]+$")
-_REGION = re.compile(r"^(?![0-9]+$)(?!-)[a-zA-Z0-9-]{1,63}(?<!-)$")  # botocore's rule
+_CREDENTIAL = re.compile(r"^[!-~]+\Z")
+_REGION = re.compile(r"^(?![0-9]+\Z)(?!-)[a-zA-Z0-9-]{1,63}(?<!-)\Z")  # botocore's rule
 _ENDPOINT_RULE = "a URL like https://host[:port], with a port from 1 to 65535"
-_STREAM_NAME = re.compile(r"^[a-zA-Z0-9_.-]{1,128}$")
+_STREAM_NAME = re.compile(r"^[a-zA-Z0-9_.-]{1,128}\Z")
 _STREAM_ARN = re.compile(
-    r"^arn:aws[a-z-]*:kinesis:(?P<region>[a-z0-9-]+):\d{12}:stream/(?P<name>[a-zA-Z0-9_.-]{1,128})$"
+    r"^arn:aws[a-z-]*:kinesis:(?P<region>[a-z0-9-]+):\d{12}:stream/(?P<name>[a-zA-Z0-9_.-]{1,128})\Z"
 )
 
 
@@ -215,13 +215,12 @@ class KinesisOptions(Options):
 
     def _check_stream(self) -> None:
         if bool(self.stream_name) == bool(self.stream_arn):
-            given = "both" if self.stream_name else "neither"
+            given = "both were" if self.stream_name else "neither was"
             raise OptionError(
                 "streamName",
                 self.stream_name,
                 "exactly one of streamName or streamArn",
-                message=f"set exactly one of the options 'streamName' or 'streamArn' "
-                f"({given} was set)",
+                message=f"set exactly one of the options 'streamName' or 'streamArn' ({given} set)",
             )
         if self.stream_name is not None and not _STREAM_NAME.match(self.stream_name):
             raise OptionError(

@@ -771,6 +771,8 @@ def test_create_writer_rejects_unknown_and_missing_options() -> None:
         ({"headers": "X-A"}, "headers"),
         ({"headers": {"X-A": "1\r\nX-B: 2"}}, "headers"),
         ({"idempotency_header": "Bad Header"}, "idempotencyHeader"),
+        ({"idempotency_header": "Idempotency-Key\n"}, "idempotencyHeader"),
+        ({"api_key": "k", "api_key_header": "X-Api-Key\n"}, "apiKeyHeader"),
     ],
 )
 def test_invalid_options_name_the_option(http: dict[str, Any], name: str) -> None:

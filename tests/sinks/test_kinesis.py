@@ -117,6 +117,26 @@ def test_exactly_one_of_stream_name_or_stream_arn_is_required() -> None:
         KinesisOptions(stream_name="has spaces")
 
 
+@pytest.mark.parametrize(
+    ("options", "name"),
+    [
+        ({"stream_name": "events\n"}, "streamName"),
+        ({"stream_arn": "arn:aws:kinesis:eu-west-1:123456789012:stream/events\n"}, "streamArn"),
+        ({"stream_name": "events", "region": "eu-west-1\n"}, "region"),
+        ({"stream_name": "events", "aws_access_key_id": "AKIDEXAMPLE\n",
+          "aws_secret_access_key": "secret"}, "awsAccessKeyId"),
+        ({"stream_name": "events", "aws_access_key_id": "AKIDEXAMPLE",
+          "aws_secret_access_key": "secret", "aws_session_token": "token\n"}, "awsSessionToken"),
+    ],
+)  # fmt: skip
+def test_a_trailing_line_break_is_refused_naming_the_option(
+    options: dict[str, str], name: str
+) -> None:
+    with pytest.raises(OptionError, match=f"'{name}'") as caught:
+        KinesisOptions(**options)
+    assert "token" not in str(caught.value) and "AKIDEXAMPLE" not in str(caught.value)
+
+
 def test_every_option_is_documented_under_its_spark_name() -> None:
     specs = {spec.spark_name: spec for spec in option_specs(KinesisOptions)}
     assert {"streamName", "streamArn", "partitionKeyField", "maxRecordSizeInBytes"} <= set(specs)
