@@ -52,6 +52,7 @@ from .errors import (
     DestinationError,
     FatalError,
     FencedError,
+    RetryableError,
     ThrottledError,
     WriterStateError,
     describe,
@@ -301,17 +302,18 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
     def may_have_landed(self, error: BaseException | None) -> bool:
         """Whether a request that failed with ``error`` (``None``: it timed out) may have
         reached the destination all the same: it left and no answer came (a timeout, a
-        connection lost after sending). A writer that looks calls up by content
-        (``reconcile_entries``) looks such a call up before sending it again. The default:
-        a timeout or any error but an answer (a ``DestinationError`` with a ``status``, a
-        throttle) or a connection that never opened (refused, a name that does not
-        resolve)."""
+        connection lost after sending), or the answer was a failure that can come after
+        the work was done (a ``RetryableError`` with a ``status``: a 5xx from the
+        destination, or from a gateway that gave up waiting for it). A writer that looks
+        calls up by content (``reconcile_entries``) looks such a call up before sending it
+        again. Not: a throttle, a refusal (a ``FatalError`` answer), or a connection that
+        never opened (refused, a name that does not resolve)."""
         if error is None:
             return True
-        if isinstance(error, ThrottledError) or (
-            isinstance(error, DestinationError) and error.status is not None
-        ):
+        if isinstance(error, ThrottledError):
             return False
+        if isinstance(error, DestinationError) and error.status is not None:
+            return isinstance(error, RetryableError)
         return not never_opened(error)
 
     def recorded_results(self) -> list[Any]:

@@ -17,7 +17,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Self
 
 from asyncsink.durable.call_log import CallLog
-from asyncsink.errors import DestinationError, RetryableError
+from asyncsink.errors import DestinationError
 from asyncsink.masking import mask_url
 from asyncsink.options import SinkOptions, parse_options, raise_unknown
 from asyncsink.request import CallInfo, SubmitResult, current_call
@@ -251,8 +251,6 @@ class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
         cause = error.__cause__ if error is not None else None
         if cause is not None and never_connected(cause):
             return False
-        if type(error) is RetryableError and error.status is not None:
-            return True  # a server-side failure answered (no answer carries no status)
         return super().may_have_landed(error)
 
     def _translate(self, exc: Exception) -> DestinationError | None:

@@ -16,8 +16,11 @@ from asyncsink import (
     CallInfo,
     CallLog,
     DeliveryError,
+    DestinationError,
+    FatalError,
     RetryableError,
     SubmitResult,
+    ThrottledError,
     WriterStatistics,
 )
 from asyncsink.stores.memory import MemoryStore
@@ -130,7 +133,7 @@ async def test_a_call_sent_again_records_when_so_the_lookup_waits_for_its_last_s
         if entries[0] == "e30":
             arrivals += 1
             if arrivals == 1:
-                raise RetryableError("503", status=503)  # answered: call 3 is sent again
+                raise ThrottledError("429", status=429)  # refused: call 3 is sent again
             await original(entries)
             raise Crash("the re-send of call 3 landed, its answer is lost")
         await original(entries)
@@ -150,8 +153,10 @@ async def test_a_call_sent_again_records_when_so_the_lookup_waits_for_its_last_s
 
 
 class LostAnswers(ContentWriter):
-    """Loses the answer (a reset connection after the request was applied, or before)
-    to the requests whose first entry is in ``lose``, once each."""
+    """Loses the answer to the requests whose first entry is in ``lose``, once each: a
+    reset connection after the request was applied (``"after"``) or before
+    (``"before"``); or answers it with a throttle, having done nothing (``"refused"``),
+    or with a 503 after it was applied (``"failed"``: a gateway that gave up waiting)."""
 
     def __init__(self, destination: Destination, lose: dict[str, str], **kw: Any) -> None:
         super().__init__(destination, **kw)
@@ -160,9 +165,11 @@ class LostAnswers(ContentWriter):
     async def submit_request_entries(self, entries: list[Any]) -> SubmitResult:
         how = self.lose.pop(entries[0], None)
         if how == "refused":
-            raise RetryableError("the destination is busy", status=503)  # an answer
+            raise ThrottledError("the destination is busy", status=429)
         if how != "before":
             await self.destination.receive(entries)
+        if how == "failed":
+            raise RetryableError("gateway timeout", status=503)
         if how is not None:
             raise ConnectionResetError("the connection was reset, no answer")
         return SubmitResult(detail={"last": entries[-1]})
@@ -183,17 +190,17 @@ async def lossy_attempt(destination: Destination, lose: dict[str, str], **kw: An
 
 async def test_a_request_whose_answer_was_lost_is_looked_up_before_it_is_sent_again() -> None:
     destination = Destination()  # honours no idempotency key, as a Kinesis stream
-    lose = {"e20": "after", "e50": "before", "e70": "refused"}
+    lose = {"e20": "after", "e50": "before", "e70": "refused", "e80": "failed"}
     writer = await lossy_attempt(destination, lose)
     assert sorted(destination.applied) == sorted(ENTRIES)
     assert destination.duplicates() == 0
     looked = sorted(call.seqs[0] for call in writer.looked_up)
-    assert looked == [20, 50]  # an answer (503) says the request did not land: no lookup
+    assert looked == [20, 50, 80]  # a throttle says the request did not land: no lookup
     stats = writer.statistics()
     assert stats.delivered == len(ENTRIES) and stats.skipped == 0 and stats.failed == 0
-    assert stats.reconciled == 2 and stats.resent_calls == 0
+    assert stats.reconciled == 3 and stats.resent_calls == 0
     assert stats.retried == 10 + 10  # the lost call not found, and the refused one
-    assert "calls left without an answer: 2 settled by looking them up" in stats.summary()
+    assert "calls left without an answer: 3 settled by looking them up" in stats.summary()
 
 
 async def test_a_lost_answer_that_cannot_be_looked_up_is_re_sent_as_the_same_call() -> None:
@@ -296,7 +303,9 @@ async def test_a_call_out_of_retries_after_a_lookup_is_not_counted_re_sent() -> 
         (OSError(errno.EHOSTUNREACH, "No route to host"), True),
         (ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused"), False),
         (socket.gaierror(socket.EAI_NONAME, "Name or service not known"), False),
-        (RetryableError("HTTP 503", status=503), False),  # an answer
+        (RetryableError("HTTP 503", status=503), True),  # a failure may follow the work
+        (ThrottledError("HTTP 429", status=429), False),  # a refusal: nothing was done
+        (FatalError("HTTP 400", status=400), False),
     ],
 )
 def test_what_may_have_landed(error: BaseException, looked: bool) -> None:
@@ -304,5 +313,6 @@ def test_what_may_have_landed(error: BaseException, looked: bool) -> None:
     assert writer.may_have_landed(error) is looked
     wrapped = RetryableError("request failed")
     wrapped.__cause__ = error
-    assert writer.may_have_landed(wrapped) is (looked or isinstance(error, RetryableError))
+    # An answer wrapped in an error without a status is no answer of its own.
+    assert writer.may_have_landed(wrapped) is (looked or isinstance(error, DestinationError))
     assert writer.may_have_landed(None)  # a timeout
