@@ -20,6 +20,8 @@ from typing import Any
 
 import orjson
 
+from .rows import fields_of
+
 __all__ = [
     "DeadLetter",
     "DeadLetterTarget",
@@ -88,17 +90,27 @@ def _as_text(value: Any) -> str:
 
 def element_bytes(element: Any) -> bytes:
     """An input element as dead-letter content: JSON when it is a mapping (or a Spark
-    ``Row``, by its ``asDict``), else its ``repr``."""
+    ``Row``, by its ``asDict``), else its ``repr`` (a row holding a ``Row`` with two
+    fields of one name too: its dict would not keep both)."""
     if isinstance(element, bytes):
         return element
-    as_dict = getattr(element, "asDict", None)
-    value = as_dict(recursive=True) if callable(as_dict) else element
-    if isinstance(value, dict):
-        try:
-            return orjson.dumps(value, default=_as_text, option=orjson.OPT_NON_STR_KEYS)
-        except TypeError:
-            pass
+    try:
+        value = fields_of(element) if hasattr(element, "asDict") else element
+        if isinstance(value, dict):
+            return orjson.dumps(value, default=_as_json, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:
+        pass
     return repr(element).encode()
+
+
+def _as_json(value: Any) -> Any:
+    """A nested ``Row`` as the dict of its fields; another value JSON has no form for as
+    text (``_as_text``).
+
+    Raises:
+        TypeError: a ``Row`` with two fields of one name.
+    """
+    return fields_of(value) if hasattr(value, "asDict") else _as_text(value)
 
 
 def dead_letter_target(option: str | DeadLetterTarget | None) -> DeadLetterTarget | None:

@@ -29,9 +29,10 @@ _LEAVES = frozenset(
 )
 """Types that hold no mapping (other values are looked into, or passed to ``default``)."""
 _MAX_DEPTH = 255  # orjson refuses deeper nesting
-_DISTINCT_TEXT = frozenset({str, int, float})
+_DISTINCT_TEXT = frozenset({str, int})
 """Key types whose distinct values are always written as distinct text: keys all of one
-of these types cannot collide."""
+of these types cannot collide. Not floats: NaN and both infinities are all written
+``"null"``."""
 
 
 class KeyCollision(NamedTuple):

@@ -90,8 +90,9 @@ def map_partitions_in_arrow(
     of what each partition's ``task`` returned. With ``chunked``, ``task`` gets the rows
     in sequences, one per record batch (see ``batch_chunks``)."""
     names = list(df.schema.names)
-    if len(set(names)) != len(names):  # mapInArrow refuses them: read under other names
-        df = df.toDF(*(f"_{i}" for i in range(len(names))))
+    # Read under names of its own: mapInArrow refuses two columns of one name, and
+    # cannot resolve a name with a dot in it; the rows get the real names back.
+    df = df.toDF(*(f"_{i}" for i in range(len(names))))
     out = df.mapInArrow(_Task(task, names, as_dicts, chunked), "result binary").collect()
     return [pickle.loads(row.result) for row in out]
 

@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from asyncsink.rows import fields_of
 from asyncsink.sinks.http.encoding import JsonEntryEncoder
 
 from .options import ElasticsearchOptions
@@ -96,10 +97,8 @@ def as_mapping(element: Any) -> Mapping[str, Any]:
     """
     if type(element) is dict:
         return element
-    as_dict = getattr(element, "asDict", None)
-    if as_dict is not None:
-        row: Mapping[str, Any] = as_dict(recursive=True)
-        return row
+    if hasattr(element, "asDict"):
+        return fields_of(element)  # nested rows are encoded, and checked, as values
     if isinstance(element, Mapping):
         return element
     named = getattr(element, "_asdict", None)

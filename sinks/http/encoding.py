@@ -12,9 +12,10 @@ How values are encoded:
 - Spark ``Row`` (anything with ``asDict``), mappings, dataclasses and named tuples become
   JSON objects, nested ones included; lists and tuples become arrays; map keys that are
   not strings (integers, dates...) become strings.
-- ``datetime``, ``date`` and ``time`` in ISO 8601 (naive timestamps, as Spark gives them in
-  the session time zone, stay without an offset); ``timedelta`` as an ISO 8601 duration
-  (``PT90.5S``).
+- ``datetime``, ``date`` and ``time`` in ISO 8601; a naive ``datetime`` stays without an
+  offset (PySpark gives a ``TimestampType`` value as one, in the Python worker's local
+  time zone, not the session's); ``timedelta`` as an ISO 8601 duration of seconds, exact
+  to the microsecond (``PT90.5S``).
 - ``Decimal`` as a string (``"12.50"``), or as an exact JSON number with
   ``decimalAs=number``.
 - ``bytes``, ``bytearray`` and ``memoryview`` in base64.
@@ -41,6 +42,7 @@ import orjson
 
 from asyncsink.arrow_rows import ArrowRows
 from asyncsink.packed import PackedEntries
+from asyncsink.rows import fields_of, unique_fields
 from asyncsink.sinks.json_keys import key_collision
 
 from .arrow_json import ArrowJsonEntries
@@ -66,17 +68,20 @@ class EntryEncodingError(TypeError):
 
 
 def _duration(value: dt.timedelta) -> str:
-    seconds = value.total_seconds()
-    sign = "-" if seconds < 0 else ""
-    return f"{sign}PT{abs(seconds):.6f}".rstrip("0").rstrip(".") + "S"
+    """``PT<seconds>S``, exact to the microsecond (a float of the seconds is not, beyond
+    about 270 years)."""
+    micros = (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
+    sign = "-" if micros < 0 else ""
+    seconds, fraction = divmod(abs(micros), 1_000_000)
+    decimals = f".{fraction:06d}".rstrip("0") if fraction else ""
+    return f"{sign}PT{seconds}{decimals}S"
 
 
 def _common(value: Any) -> Any:
     if isinstance(value, bytes | bytearray | memoryview):
         return base64.b64encode(value).decode("ascii")
-    as_dict = getattr(value, "asDict", None)
-    if as_dict is not None:
-        return as_dict(recursive=True)
+    if hasattr(value, "asDict"):
+        return fields_of(value)  # nested rows come back here, each checked
     if isinstance(value, tuple):
         named = getattr(value, "_asdict", None)
         return named() if named is not None else list(value)
@@ -119,7 +124,7 @@ class JsonEntryEncoder:
     def __call__(self, element: Any) -> bytes:
         if type(element) is not dict:
             as_dict = getattr(element, "asDict", None)
-            if as_dict is not None:
+            if as_dict is not None and unique_fields(element):
                 element = as_dict()  # nested rows reach ``default`` and are converted there
         try:
             data = orjson.dumps(element, default=self._default)
@@ -159,8 +164,10 @@ class JsonEntryEncoder:
         first = elements[0] if elements else None
         fields = getattr(first, "__fields__", None) if hasattr(first, "asDict") else None
         try:
-            if fields is not None and all(
-                getattr(element, "__fields__", None) is fields for element in elements
+            if (
+                fields is not None
+                and unique_fields(first)
+                and all(getattr(element, "__fields__", None) is fields for element in elements)
             ):
                 # What Row.asDict() does, for rows that share their field names.
                 return self._encode_dicts(

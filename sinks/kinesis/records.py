@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from asyncsink.rows import fields_of
 from asyncsink.sinks.json_keys import key_collision
 
 from .options import MAX_PARTITION_KEY_LENGTH, KinesisOptions
@@ -59,9 +60,8 @@ def as_mapping(element: Any) -> Mapping[str, Any]:
     """
     if type(element) is dict:
         return element
-    as_dict = getattr(element, "asDict", None)
-    if callable(as_dict):
-        result = as_dict()
+    if callable(getattr(element, "asDict", None)):
+        result = fields_of(element)
         if isinstance(result, Mapping):
             return result
     if isinstance(element, Mapping):
@@ -105,9 +105,8 @@ def _exact_ints(value: Any) -> Any:
     """``value`` with integers beyond 64 bits as exact JSON numbers (orjson refuses them)."""
     if isinstance(value, int) and not isinstance(value, bool):
         return orjson.Fragment(str(value).encode()) if abs(value) >= 2**63 else value
-    as_dict = getattr(value, "asDict", None)
-    if callable(as_dict):
-        value = as_dict()
+    if callable(getattr(value, "asDict", None)):
+        value = fields_of(value)
     if isinstance(value, Mapping):
         return {key: _exact_ints(item) for key, item in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
@@ -122,9 +121,8 @@ def _json_default(value: Any) -> Any:
         return orjson.Fragment(str(value).encode())
     if isinstance(value, bytes | bytearray | memoryview):
         return base64.b64encode(value).decode("ascii")
-    as_dict = getattr(value, "asDict", None)
-    if callable(as_dict):
-        return as_dict()
+    if callable(getattr(value, "asDict", None)):
+        return fields_of(value)
     if isinstance(value, Mapping):
         return dict(value)
     if isinstance(value, set | frozenset | tuple):
@@ -136,8 +134,8 @@ def _json_failure(row: Mapping[str, Any], exc: TypeError) -> str:
     for name, value in row.items():
         try:
             orjson.dumps(value, default=_json_default, option=_JSON_OPTIONS)
-        except TypeError as cause:
-            return f"field {name!r} cannot be written as JSON: {cause}"
+        except TypeError as cause:  # what ``_json_default`` raised, if it refused
+            return f"field {name!r} cannot be written as JSON: {cause.__cause__ or cause}"
     return f"the row cannot be written as JSON: {exc}"
 
 

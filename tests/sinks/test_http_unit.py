@@ -224,6 +224,46 @@ def test_values_are_encoded_as_documented() -> None:
     }
 
 
+@pytest.mark.parametrize(
+    ("wait", "text"),
+    [
+        (dt.timedelta(0), "PT0S"),
+        (dt.timedelta(seconds=-1.5), "-PT1.5S"),
+        (dt.timedelta(microseconds=1), "PT0.000001S"),
+        (dt.timedelta(days=99999, microseconds=999999), "PT8639913600.999999S"),
+        (dt.timedelta.max, "PT86399999999999.999999S"),
+        (dt.timedelta.min, "-PT86399999913600S"),
+    ],
+)
+def test_durations_are_exact_to_the_microsecond(wait: dt.timedelta, text: str) -> None:
+    assert JsonEntryEncoder()({"wait": wait}) == b'{"wait":"%s"}' % text.encode()
+
+
+def test_a_row_with_two_fields_of_one_name_is_refused_in_every_sink() -> None:
+    from pyspark.sql import Row
+
+    from asyncsink.dead_letter import element_bytes
+    from asyncsink.sinks.elasticsearch.actions import as_mapping
+    from asyncsink.sinks.kinesis.records import to_json
+
+    twice = Row("a", "a")(1, 2)
+    encode = JsonEntryEncoder()
+    for element, field in ((twice, ""), (Row(x=1, inner=twice), "inner")):
+        with pytest.raises(EntryEncodingError, match="two fields named 'a'") as caught:
+            encode(element)
+        assert caught.value.field == field
+        with pytest.raises(EntryEncodingError, match="two fields named 'a'"):
+            encode.encode_all([element, element])
+    with pytest.raises(TypeError, match="two fields named 'a'"):
+        as_mapping(twice)
+    with pytest.raises(TypeError, match="field 'inner'.*two fields named 'a'"):
+        to_json({"x": 1, "inner": twice})
+    # Its dead letter keeps both values.
+    assert element_bytes(twice) == b"Row(a=1, a=2)"
+    assert element_bytes(Row(x=1, inner=twice)) == b"Row(x=1, inner=Row(a=1, a=2))"
+    assert element_bytes(Row(x=1, inner=Row(a=[Row(b=2)]))) == b'{"x":1,"inner":{"a":[{"b":2}]}}'
+
+
 def test_decimals_as_numbers_keep_their_exact_digits() -> None:
     encode = JsonEntryEncoder(decimal_as="number")
     assert encode({"d": decimal.Decimal("12345678901234567890.125")}) == (

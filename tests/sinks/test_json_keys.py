@@ -40,9 +40,14 @@ COLLIDING: dict[str, tuple[dict[Any, Any], str, str]] = {
                   "keys 7 and '7' both become"),
     "in a mapping proxy": ({"i": 0, "m": types.MappingProxyType({3: "a", "3": "b"})}, "m",
                            "keys 3 and '3' both become"),
+    "infinities": ({"i": 0, "m": {float("inf"): "pos", float("-inf"): "neg"}}, "m",
+                   "keys inf and -inf both become the JSON key \"null\""),
+    "nan and none": ({"i": 0, "m": {float("nan"): 1, None: 2}}, "m",
+                     "keys nan and None both become the JSON key \"null\""),
 }  # fmt: skip
 
 SAFE = [{"i": 0, "m": {1: "a", 2: "b"}}, {"i": 1, "m": {True: 1, None: 2, "x": 3}}]
+FLOAT_KEYS = {"m": {0.5: "a", -0.0: "b", 1e300: "c", float("inf"): "d"}}
 
 
 @pytest.mark.parametrize(("row", "field", "reason"), COLLIDING.values(), ids=COLLIDING.keys())
@@ -63,6 +68,8 @@ def test_non_text_keys_that_do_not_collide_are_written_as_text() -> None:
     assert encode.encode_all(SAFE) == [encode(row) for row in SAFE]
     assert to_json(SAFE[0]) == b'{"i":0,"m":{"1":"a","2":"b"}}'
     assert to_json({"n": 2**70, "m": {1: 2}}) == b'{"n":1180591620717411303424,"m":{"1":2}}'
+    floats = b'{"m":{"0.5":"a","-0.0":"b","1e+300":"c","null":"d"}}'
+    assert encode(FLOAT_KEYS) == to_json(FLOAT_KEYS) == floats
 
 
 def test_a_run_with_a_colliding_row_still_names_it_alone() -> None:

@@ -94,6 +94,15 @@ def test_entries_through_arrow_are_the_bytes_of_each_rows_dict(spark: Any, keepe
     assert sorted(keeper.entries) == expected(df)
 
 
+def test_columns_named_with_dots_or_spaces_are_read_through_arrow(spark: Any, keeper: Any) -> None:
+    df = spark.createDataFrame(rows(), SCHEMA).selectExpr("id AS `a.b`", "i AS `c d`")
+    assert arrow_readable(df.schema)
+    url = f"http://127.0.0.1:{keeper.server_port}/ingest"
+    assert foreach_partition(df, "http", options(url)).delivered == 60
+    assert sorted(keeper.entries) == expected(df)
+    assert b'"a.b":' in keeper.entries[0] and b'"c d":' in keeper.entries[0]
+
+
 def test_columns_of_one_name_are_refused_before_anything_is_sent(spark: Any, keeper: Any) -> None:
     # Rows are sent by field name: one of the two values would be lost.
     df = spark.createDataFrame(rows(), SCHEMA).selectExpr("id", "s", "i AS s", "l")
