@@ -34,7 +34,13 @@ from typing import Any
 import anyio
 import orjson
 
-from ..errors import CorruptRecordError, DurableError, ReplayMismatchError, describe
+from ..errors import (
+    CorruptRecordError,
+    DurableError,
+    ReplayMismatchError,
+    WriterStateError,
+    describe,
+)
 from ..recording import Reconciler, Released, Serializer
 from ..request import CallInfo, idempotency_key
 from ..stores.base import RecordStore, Scope
@@ -110,6 +116,7 @@ class CallLog:
         self._durable = 0
         self._writing: anyio.Event | None = None
         self._broken: BaseException | None = None
+        self._opened = False
 
     def statistics(self) -> dict[str, int]:
         return {
@@ -127,7 +134,15 @@ class CallLog:
             CorruptRecordError: a stored record cannot be decoded (scope, call, reason).
             ReplayMismatchError: the scope is new to a batch that was completed without it.
             DurableError: the store cannot be reached.
+            WriterStateError: a writer opened this call log already: its records, epoch
+                and digest are that writer's (each attempt takes a ``CallLog`` of its own).
         """
+        if self._opened:
+            raise WriterStateError(
+                f"{self.scope}: this CallLog was opened by a writer already; give each "
+                "writer, and each attempt, a CallLog of its own (the same store and scope)"
+            )
+        self._opened = True
         self._serialize = serialize
         state = await self.store.take(self.scope)
         self.epoch = state.epoch

@@ -14,6 +14,7 @@ from asyncsink import (
     DeadLetterError,
     ReplayMismatchError,
     Scope,
+    WriterStateError,
 )
 from asyncsink.durable.completion import (
     BATCH_KEY,
@@ -252,3 +253,23 @@ async def test_a_corrupt_batch_record_fails_a_new_partition_naming_it() -> None:
         await run_attempt(
             store, Destination(), ENTRIES, scope=dataclasses.replace(SCOPE, partition_id=3)
         )
+
+
+async def test_a_call_log_serves_one_writer_only() -> None:
+    store, destination = MemoryStore(), Destination()
+    call_log = CallLog(store, SCOPE)
+    first = EntryWriter(destination, options=options(), call_log=call_log)
+    async with first:
+        await first.write_all(ENTRIES[:50])
+        second = EntryWriter(destination, options=options(), call_log=call_log)
+        with pytest.raises(WriterStateError, match="a CallLog of its own"):
+            async with second:  # its epoch would become the first writer's too
+                await second.write_all(ENTRIES)
+        await first.write_all(ENTRIES[50:])
+    assert sorted(destination.applied) == sorted(ENTRIES) and destination.duplicates() == 0
+    again = EntryWriter(destination, options=options(), call_log=call_log)
+    with pytest.raises(WriterStateError, match="a CallLog of its own"):
+        async with again:  # a retry after it: its digest would add to the first one's
+            pass
+    await call_log.complete()
+    assert (await run_attempt(store, destination, ENTRIES)).statistics().skipped == len(ENTRIES)
