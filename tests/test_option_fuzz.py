@@ -10,6 +10,10 @@ listed among the free-text options.
 
 from __future__ import annotations
 
+import contextlib
+import pickle
+import sqlite3
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -63,7 +67,7 @@ OUT_OF_RANGE: dict[str, tuple[Any, dict[str, Any]]] = {
     "explicitHashKeyField": ("", {}),
     "payloadField": ("", {}),
     "maxRecordSizeInBytes": ("10485761", {}),  # Kinesis: above 10 MiB; the core: below 1
-    "recordStore": ("mysql://db.example/records", {}),
+    "recordStore": ("mysql://db.example/records", {"sinkId": "fuzz"}),
 }
 # Options whose every string is allowed: only their type and their name can be wrong.
 FREE_TEXT = {
@@ -224,3 +228,49 @@ def test_records_in_memory_are_refused_for_spark() -> None:
     with pytest.raises(OptionError, match="keeps call records in one Python process"):
         foreach_batch("http", options, sink_id="orders")
     SinkSpec("http", {**options, "sinkId": "orders"})  # outside Spark (tests): as before
+
+
+def test_a_record_store_without_a_sink_id_fails_on_the_driver() -> None:
+    with pytest.raises(OptionError, match="option 'recordStore' says where call records live"):
+        SinkSpec("http", {"url": "http://127.0.0.1:9/in", "recordStore": "sqlite:///r.db"})
+
+
+def test_a_batch_id_on_a_stream_fails_on_the_driver() -> None:
+    options = {"url": "http://127.0.0.1:9/in", "batchId": "5"}
+    with pytest.raises(OptionError, match="option 'batchId' \\(5\\) names the run of a batch"):
+        foreach_batch("http", options, sink_id="orders")
+
+
+def test_a_relative_sqlite_store_is_pinned_to_the_drivers_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    options = {"url": "http://127.0.0.1:9/in", "sinkId": "orders"}
+    spec = SinkSpec("http", {**options, "recordStore": "sqlite://runs/r.db?timeout=5"})
+    pinned = spec.for_spark().durable.store_url
+    assert pinned == f"sqlite://{tmp_path}/runs/r.db?timeout=5"
+    assert (tmp_path / "runs" / "r.db").is_file()  # opened once, as a task would
+    monkeypatch.chdir(tmp_path / "runs")  # the driver moves on: the tasks' file stays
+    assert pickle.loads(pickle.dumps(spec)).durable.store_url == pinned
+
+
+@pytest.mark.parametrize("where", ["a directory", "another program's", "under a file"])
+def test_a_sqlite_store_that_cannot_serve_fails_on_the_driver(tmp_path: Path, where: str) -> None:
+    path = tmp_path / "store.db"
+    if where == "a directory":
+        path.mkdir()
+    elif where == "another program's":
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            conn.execute("CREATE TABLE accounts (id INTEGER)")
+    else:
+        path.write_text("not a directory")
+        path = path / "r.db"
+    options = {"url": "http://127.0.0.1:9/in", "recordStore": f"sqlite://{path}"}
+    with pytest.raises(OptionError, match="option 'recordStore': the SQLite file") as caught:
+        foreach_batch("http", options, sink_id="orders")
+    assert caught.value.option == "recordStore" and str(path) in str(caught.value)
+    if where == "another program's":  # left as it was: no tables of ours, no WAL
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            tables = [name for (name,) in conn.execute("SELECT name FROM sqlite_master")]
+            (mode,) = conn.execute("PRAGMA journal_mode").fetchone()
+        assert (tables, mode) == (["accounts"], "delete")

@@ -224,7 +224,7 @@ class AsyncSinkDataSource(DataSource):
 
     def streamWriter(self, schema: Any, overwrite: bool) -> _StreamWriter:  # noqa: N802
         arrow = arrow_readable(schema)
-        writer = (_ArrowStreamWriter if arrow else _StreamWriter)(self._spec())
+        writer = (_ArrowStreamWriter if arrow else _StreamWriter)(self._spec().for_stream())
         writer.names = list(schema.names)
         return writer
 

@@ -132,7 +132,7 @@ def foreach_batch(
     Raises:
         OptionError: an option is unknown or invalid (raised here, on the driver).
     """
-    return BatchSink(_spec(sink, options, sink_id), on_batch)
+    return BatchSink(_spec(sink, options, sink_id).for_stream(), on_batch)
 
 
 def foreach_partition(

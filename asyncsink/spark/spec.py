@@ -9,8 +9,11 @@ build a fresh writer from it for each partition.
 
 from __future__ import annotations
 
+import dataclasses
+import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from asyncsink.sinks.registry import SinkEntry, load_path, sink_entry
@@ -19,9 +22,13 @@ from ..errors import OptionError
 from ..options import Options, SinkOptions, option, option_specs, parse_options, raise_unknown
 from ..recording import CallRecorder
 from ..stores import check_store_url, default_store_url
+from ..stores.sqlite_file import open_connection
+from ..stores.urls import parse_sqlite_url
 from ..writer import AsyncSinkWriter
 
-__all__ = ["DurableOptions", "SinkSpec"]
+__all__ = ["DurableOptions", "SinkSpec", "store_for_spark"]
+
+_CHECK_TIMEOUT_S = 10.0  # how long the driver waits for another process's write to the file
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
@@ -42,6 +49,14 @@ class DurableOptions(Options):
                 "which only a write with a sinkId keeps: set sinkId too, or leave batchId out",
             )
         if self.record_store is not None:
+            if sink_id is None:
+                raise OptionError(
+                    "recordStore",
+                    "",
+                    "",
+                    message="option 'recordStore' says where call records live, which only "
+                    "a write with a sinkId keeps: set sinkId too, or leave recordStore out",
+                )
             try:
                 check_store_url(self.record_store)
             except ValueError as exc:
@@ -62,7 +77,9 @@ class DurableOptions(Options):
     record_store: str | None = option(
         None,
         kind="str",
-        doc="Where call records live: sqlite:///path.db (one machine), dynamodb://table"
+        doc="Where call records live (with sinkId): sqlite:///path.db (one machine; a "
+        "relative path is taken from the driver's working directory, and the driver opens "
+        "the file before any task starts), dynamodb://table"
         "?region=... (clusters; also endpoint_url=... for another endpoint, and "
         "create_table=false to use an existing table only; credentials come from the AWS SDK's "
         "default chain) or memory://name (tests without Spark: each process holds its "
@@ -76,7 +93,8 @@ class DurableOptions(Options):
         minimum=0,
         doc="Names a batch write's run: writing again with the same sinkId and batchId "
         "skips what that run delivered (and fails if its input changed). Without it every "
-        "batch write is a new run. Streams use their query's id and micro-batch id.",
+        "batch write is a new run. Not for streams, which use their query's id and "
+        "micro-batch ids.",
     )
     retain_batches: int = option(
         10,
@@ -128,12 +146,19 @@ class SinkSpec:
     def for_spark(self) -> SinkSpec:
         """This spec, checked for Spark's many worker processes.
 
+        With a ``sinkId``, the record store every process of the job opens is pinned here
+        (``store_for_spark``), and a SQLite file is opened once, so that a file that cannot
+        serve fails the job before any task starts.
+
         Raises:
-            OptionError: ``recordStore`` is in memory: each worker would hold records of
-                its own, and a task retried in another would not see them.
+            OptionError: ``recordStore`` is in memory (each worker would hold records of
+                its own, and a task retried in another would not see them), or its SQLite
+                file cannot be opened as a record store.
         """
+        if self.durable.sink_id is None:
+            return self
         store = self.durable.record_store
-        if self.durable.sink_id is not None and store and store.lower().startswith("memory:"):
+        if store and store.lower().startswith("memory:"):
             raise OptionError(
                 "recordStore",
                 store,
@@ -142,6 +167,27 @@ class SinkSpec:
                 "process, but Spark runs tasks in several (a retried task would not see "
                 "them, and would send again what they say was delivered): use sqlite:// "
                 "(one machine) or dynamodb:// (a cluster)",
+            )
+        pinned = store_for_spark(self.durable.store_url)
+        object.__setattr__(self, "durable", dataclasses.replace(self.durable, record_store=pinned))
+        return self
+
+    def for_stream(self) -> SinkSpec:
+        """This spec, checked for a streaming query.
+
+        Raises:
+            OptionError: ``batchId`` is set: a stream's runs and batches are its query's id
+                and its micro-batch ids, so it would be ignored.
+        """
+        if self.durable.batch_id is not None:
+            raise OptionError(
+                "batchId",
+                self.durable.batch_id,
+                "",
+                message=f"option 'batchId' ({self.durable.batch_id}) names the run of a batch "
+                "write; a stream's records are named by its query's id and its micro-batch "
+                "ids (restarting on the same checkpoint skips what was delivered): leave "
+                "batchId out",
             )
         return self
 
@@ -213,3 +259,35 @@ class SinkSpec:
 
     def __repr__(self) -> str:
         return f"SinkSpec({self.sink!r}, sink_id={self.durable.sink_id!r})"
+
+
+def store_for_spark(url: str) -> str:
+    """The record store URL for every process of a Spark job, checked from the driver.
+
+    A SQLite path is made absolute here: relative, each process would resolve it against
+    its own working directory (the driver's may change after the Spark session started),
+    and the driver could complete scopes in another file than the tasks recorded them in.
+    The file is then opened once, as a task would open it (created, with its schema, when
+    missing), so a path that cannot serve (a directory, a file that is not a record store,
+    one that cannot be created) fails here, naming the option. Other stores are checked
+    where they are opened.
+
+    Raises:
+        OptionError: the SQLite file cannot be opened as a record store.
+    """
+    if not url[:9].lower().startswith("sqlite://"):
+        return url
+    raw, timeout = parse_sqlite_url(url)
+    path = Path(raw).absolute()
+    try:
+        open_connection(path, timeout or _CHECK_TIMEOUT_S).close()
+    except (OSError, sqlite3.Error) as exc:
+        raise OptionError(
+            "recordStore",
+            "",
+            "",
+            message=f"option 'recordStore': the SQLite file {str(path)!r} cannot be used as "
+            f"a record store: {exc}",
+        ) from exc
+    query = url.partition("?")[2]
+    return f"sqlite://{path}" + (f"?{query}" if query else "")

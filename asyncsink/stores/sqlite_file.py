@@ -135,7 +135,19 @@ def _create_private_file(path: Path) -> None:
 
 
 def _set_up(conn: sqlite3.Connection) -> None:
-    """Switch the file to WAL and bring its schema to ``SCHEMA_VERSION``."""
+    """Switch the file to WAL and bring its schema to ``SCHEMA_VERSION``; refuse a file
+    that holds another program's tables, before changing a byte of it."""
+    # One statement, so one snapshot: a process creating the schema meanwhile sets the
+    # version in the transaction that creates the tables.
+    ((version, tables),) = conn.execute(
+        "SELECT (SELECT user_version FROM pragma_user_version),"
+        " (SELECT count(*) FROM sqlite_master)"
+    ).fetchall()
+    if version == 0 and tables:
+        raise sqlite3.DatabaseError(
+            "the file is another program's SQLite database (tables of its own, and no "
+            "record store schema), not a record store"
+        )
     (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()  # SQLITE_BUSY if held
     if str(mode).lower() != "wal":  # the file system cannot do WAL: waiting will not help
         raise sqlite3.DatabaseError(f"cannot switch the journal to WAL (got {mode})")
