@@ -81,12 +81,13 @@ def test_demo_refuses_an_unknown_sink_and_bad_values_before_starting_anything(
 ) -> None:
     assert main(["demo", "--sink", "nosuch"]) == 2
     assert "invalid choice: 'nosuch'" in capsys.readouterr().err
-    assert main(["demo", "--throttle-rate", "1.5"]) == 2
-    assert "not a fraction within [0, 1]" in capsys.readouterr().err
+    for rate in ("1.5", "1"):
+        assert main(["demo", "--partial-failure-rate", rate]) == 2
+        assert "not a fraction within [0, 1)" in capsys.readouterr().err
     assert main(["demo", "--rows", "0"]) == 2
     assert "not at least 1" in capsys.readouterr().err
-    assert main(["demo", "--throttle-rate", "0.6", "--error-rate", "0.5"]) == 2
-    assert "--throttle-rate and --error-rate add up to more than 1" in capsys.readouterr().err
+    assert main(["demo", "--throttle-rate", "0.5", "--error-rate", "0.5"]) == 2
+    assert "--throttle-rate and --error-rate add up to 1 or more" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

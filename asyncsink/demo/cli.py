@@ -20,8 +20,10 @@ def _rate(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"{text} is not a fraction within [0, 1]")
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(
+            f"{text} is not a fraction within [0, 1) (at 1 nothing could be delivered)"
+        )
     return value
 
 
@@ -93,9 +95,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run_from_args(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     """Run the demo as ``add_arguments`` parsed it; return the exit code."""
     out = out if out is not None else sys.stdout
-    if args.throttle_rate + args.error_rate > 1.0:
+    if args.throttle_rate + args.error_rate >= 1.0:
         print(
-            "asyncsink demo: error: --throttle-rate and --error-rate add up to more than 1",
+            "asyncsink demo: error: --throttle-rate and --error-rate add up to 1 or more "
+            "(no request could be delivered)",
             file=sys.stderr,
         )
         return 2

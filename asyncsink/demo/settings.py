@@ -51,10 +51,10 @@ class DemoSettings:
             raise ValueError(f"rows must be at least 1, got {self.rows}")
         for name in ("throttle_rate", "error_rate", "partial_failure_rate"):
             value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f"{name} must be within [0, 1], got {value}")
-        if self.throttle_rate + self.error_rate > 1.0:
-            raise ValueError("throttle_rate and error_rate add up to more than 1")
+            if not 0.0 <= value < 1.0:
+                raise ValueError(f"{name} must be within [0, 1), got {value}")
+        if self.throttle_rate + self.error_rate >= 1.0:
+            raise ValueError("throttle_rate and error_rate add up to 1 or more")
         if not (math.isfinite(self.latency_ms) and self.latency_ms >= 0):
             raise ValueError(f"latency_ms must be >= 0, got {self.latency_ms}")
 
