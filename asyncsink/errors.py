@@ -27,6 +27,7 @@ as fatal unless the writer's ``classify_error`` says otherwise.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
 
 from .masking import mask_url
 
@@ -121,18 +122,30 @@ class BadRecordError(AsyncSinkError):
 class DeliveryError(AsyncSinkError):
     """Entries ran out of retries; nothing was dropped silently.
 
-    ``failed`` counts the undelivered entries, ``delivered`` those acknowledged, and
+    ``failed`` counts the undelivered entries, ``delivered`` those acknowledged,
+    ``positions`` are the input positions of the first failed ones (up to ten), and
     ``__cause__`` is one of the errors that made the entries fail.
     """
 
-    def __init__(self, failed: int, delivered: int, sample: BaseException | None) -> None:
+    def __init__(
+        self,
+        failed: int,
+        delivered: int,
+        sample: BaseException | None,
+        positions: Sequence[int] = (),
+    ) -> None:
         self.failed = failed
         self.delivered = delivered
         self.sample = sample
+        self.positions = tuple(positions)
+        where = ""
+        if self.positions:
+            more = ", ..." if failed > len(self.positions) else ""
+            where = f"; at positions {', '.join(map(str, self.positions))}{more}"
         detail = f": last cause: {describe(sample)}" if sample else ""
         super().__init__(
             f"{failed} entries could not be delivered after all retries "
-            f"({delivered} delivered){detail}"
+            f"({delivered} delivered{where}){detail}"
         )
 
 

@@ -341,7 +341,11 @@ class SinkOptions(Options):
 
     max_batch_size: int = option(500, minimum=1, doc="Entries per request.")
     max_batch_size_in_bytes: int = option(
-        5 * 1024 * 1024, kind="size", minimum=1, doc="Bytes per request (sum of entry sizes)."
+        5 * 1024 * 1024,
+        kind="size",
+        minimum=1,
+        doc="Bytes per request (sum of entry sizes); at least `maxRecordSizeInBytes`, so "
+        "below 1m set that lower too.",
     )
     max_record_size_in_bytes: int = option(
         1024 * 1024,

@@ -21,6 +21,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .packed import PackedEntries
+
 __all__ = ["CallInfo", "SubmitResult", "current_call", "idempotency_key"]
 
 _NAMESPACE = uuid.UUID("6f1c7f2e-3b1a-5d6e-9a43-0c2f5b8e7d10").bytes
@@ -110,7 +112,8 @@ def as_result(answer: object, entries: Sequence[object]) -> SubmitResult:
     """Normalise a sink's answer (``None``, a list of failed entries, a ``SubmitResult``).
 
     Failed entries are matched to the request by identity, in order, so equal entries at
-    different positions are told apart.
+    different positions are told apart; entries of ``PackedEntries``, built anew each
+    time one is read, by their bytes, in order.
 
     Raises:
         TypeError: the answer is not one of the three forms, names entries that were not
@@ -132,10 +135,13 @@ def as_result(answer: object, entries: Sequence[object]) -> SubmitResult:
             return _ALL_OK
         retry = []
         position = 0
+        packed = type(entries) is PackedEntries
+        sent = list(entries) if packed else entries  # each packed entry built once
+        same = operator.eq if packed else operator.is_
         for failed in answer:
-            while position < len(entries) and entries[position] is not failed:
+            while position < len(sent) and not same(sent[position], failed):
                 position += 1
-            if position == len(entries):
+            if position == len(sent):
                 raise TypeError(
                     "submit_request_entries returned an entry that is not in the request "
                     "(return failed entries as the same objects, in request order)"

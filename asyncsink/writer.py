@@ -70,6 +70,7 @@ __all__ = ["AsyncSinkWriter", "WriterSnapshot"]
 log = logging.getLogger("asyncsink")
 
 _RUN = 2048  # elements ``write_all`` converts at once: whole batches, as many as fit
+_POSITIONS_SHOWN = 10  # input positions of entries out of retries that a DeliveryError names
 
 InputT = TypeVar("InputT")
 EntryT = TypeVar("EntryT")
@@ -152,6 +153,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         self._flushing = 0
         self._fatal: BaseException | None = None
         self._exhausted = 0  # entries out of retries
+        self._exhausted_at: list[int] = []  # the first of their positions
         self._attempts: dict[int, int] = {}  # seq -> failed attempts, while it has any
         self._last_error: BaseException | None = None
         self._tg: anyio.abc.TaskGroup | None = None
@@ -663,7 +665,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             self._flushing -= 1
         if self._exhausted:
             raise DeliveryError(
-                self._exhausted, self._counts["delivered"], self._last_error
+                self._exhausted, self._counts["delivered"], self._last_error, self._exhausted_at
             ) from self._last_error
         await self._log.sync()
 
@@ -1069,6 +1071,8 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             attempts = max(attempts, count)
             if count > max_retries:
                 attempts_of.pop(seq, None)
+                if len(self._exhausted_at) < _POSITIONS_SHOWN:
+                    self._exhausted_at.append(seq)
             else:
                 attempts_of[seq] = count
                 kept.append(index)

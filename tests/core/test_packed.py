@@ -131,6 +131,27 @@ async def test_a_writer_gets_its_packed_runs_back_as_slices_and_retries_as_lists
     assert writer.statistics().delivered == 5
 
 
+class ListingPackingWriter(PackingWriter):
+    """Names the failed entries as the README's writers do: the entries themselves."""
+
+    async def submit_request_entries(self, entries: Sequence[bytes]) -> list[bytes]:
+        self.requests.append((type(entries), b"", list(entries)))
+        if len(self.requests) == 1:
+            return [entry for entry in entries if entry == ENTRIES[1]]
+        return []
+
+
+@pytest.mark.anyio
+async def test_failed_packed_entries_may_be_returned_as_the_entries_themselves() -> None:
+    # A packed entry is built anew each time it is read: it is matched by its bytes.
+    writer = ListingPackingWriter(options=SinkOptions(max_batch_size=2, initial_backoff_ms=1))
+    async with writer:
+        await writer.write_all(ENTRIES)
+    sent = [entry for _, _, entries in writer.requests for entry in entries]
+    assert sorted(sent) == sorted([*ENTRIES, ENTRIES[1]])  # only the failed one again
+    assert writer.statistics().delivered == 5 and writer.statistics().retried == 1
+
+
 class SlicePackingWriter(PackingWriter):
     async def submit_request_entries(self, entries: Sequence[bytes]) -> SubmitResult | None:
         self.requests.append((type(entries), b"", list(entries)))

@@ -145,6 +145,8 @@ async def test_entries_out_of_retries_fail_the_barrier_with_counts() -> None:
         await deliver(writer, range(10))
     assert caught.value.failed == 1
     assert caught.value.delivered == 9
+    assert caught.value.positions == (5,)  # where in the input, not in its last request
+    assert "(9 delivered; at positions 5)" in str(caught.value)
     assert caught.value.__cause__ is not None
     assert sum(r.count(5) for r in dest.requests) == 4  # first try + 3 retries
     assert writer.statistics().failed == 1
