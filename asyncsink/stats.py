@@ -75,6 +75,9 @@ class WriterStatistics:
     requests allowed in flight, adapted to their latency) are the limits when the
     snapshot was taken; a sum of writers (a job's, a batch's) keeps the largest of each,
     since a limit holds per writer and the writers of a job need not run at once.
+    ``timeouts`` counts requests the writer gave up on after ``requestTimeoutMs``; one a
+    sink's own client gave up on (the HTTP sink's ``readTimeoutMs``) is one of
+    ``requests_failed``.
     """
 
     written: int = 0
