@@ -457,10 +457,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         args.entries, args.rounds = 60_000, 3
     latencies = [float(text) for text in args.latencies.split(",") if text]
     sides = [*SIDES[:1], *([f"fixed{args.fixed}"] if args.fixed else []), *SIDES[1:]]
-    if args.memory_records or "memory" in (args.sides or "").split(","):
+    chosen = {"asyncsink", *args.sides.split(",")} if args.sides else None
+    if args.memory_records or (chosen and "memory" in chosen):
         sides.insert(sides.index("durable") + 1, "memory")
-    if args.sides:
-        chosen = {"asyncsink", *args.sides.split(",")}
+    if chosen is not None:
         if unknown := chosen - set(SIDES) - {"memory"}:
             parser.error(f"--sides: no side {', '.join(sorted(unknown))}")
         sides = [side for side in sides if side in chosen or side.startswith("fixed")]

@@ -45,6 +45,7 @@ from ..errors import DurableError
 from ..masking import mask_url
 from ..stores import RecordStore, Scope, ScopeInfo, default_store_url, open_store
 from ..stores.sqlite import SQLiteStore
+from ..stores.sqlite_file import is_foreign
 
 __all__ = ["main", "parse_duration"]
 
@@ -231,11 +232,10 @@ def _not_a_record_file(path: Path) -> str | None:
         with contextlib.closing(
             sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
         ) as conn:
-            (version,) = conn.execute("PRAGMA user_version").fetchone()
-            tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
+            foreign = is_foreign(conn)
     except sqlite3.Error as exc:
         return f"{str(path)!r} cannot be read as SQLite: {exc}"
-    if version == 0 and tables:
+    if foreign:
         return f"{str(path)!r} is another program's SQLite database, not a record store"
     return None
 

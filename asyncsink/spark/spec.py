@@ -275,7 +275,7 @@ def store_for_spark(url: str) -> str:
     Raises:
         OptionError: the SQLite file cannot be opened as a record store.
     """
-    if not url[:9].lower().startswith("sqlite://"):
+    if not url.lower().startswith("sqlite://"):
         return url
     raw, timeout = parse_sqlite_url(url)
     path = Path(raw).absolute()

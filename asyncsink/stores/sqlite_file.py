@@ -137,13 +137,7 @@ def _create_private_file(path: Path) -> None:
 def _set_up(conn: sqlite3.Connection) -> None:
     """Switch the file to WAL and bring its schema to ``SCHEMA_VERSION``; refuse a file
     that holds another program's tables, before changing a byte of it."""
-    # One statement, so one snapshot: a process creating the schema meanwhile sets the
-    # version in the transaction that creates the tables.
-    ((version, tables),) = conn.execute(
-        "SELECT (SELECT user_version FROM pragma_user_version),"
-        " (SELECT count(*) FROM sqlite_master)"
-    ).fetchall()
-    if version == 0 and tables:
+    if is_foreign(conn):
         raise sqlite3.DatabaseError(
             "the file is another program's SQLite database (tables of its own, and no "
             "record store schema), not a record store"
@@ -171,6 +165,19 @@ def _set_up(conn: sqlite3.Connection) -> None:
     finally:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
+
+
+def is_foreign(conn: sqlite3.Connection) -> bool:
+    """Whether the file holds another program's tables: some, and no store schema version.
+
+    Read in one statement, so in one snapshot: a process creating the schema meanwhile
+    sets the version in the transaction that creates the tables.
+    """
+    ((version, tables),) = conn.execute(
+        "SELECT (SELECT user_version FROM pragma_user_version),"
+        " (SELECT count(*) FROM sqlite_master)"
+    ).fetchall()
+    return bool(version == 0 and tables > 0)
 
 
 def _version(conn: sqlite3.Connection) -> int:

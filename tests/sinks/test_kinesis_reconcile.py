@@ -561,22 +561,32 @@ class LosingAnswers:
         return answer
 
 
-@pytest.mark.emulator
-@pytest.mark.timeout(90)
-async def test_answers_lost_within_an_attempt_are_settled_by_reading_the_stream(
-    admin: Any, stream: str, kinesalite_endpoint: str
-) -> None:
-    settings = {"endpoint": kinesalite_endpoint, "stream": stream, "rows": 600}
-    client = LosingAnswers(admin, {1: "after", 4: "after", 6: "never"})
+async def deliver_with_records(
+    admin: Any, stream: str, endpoint: str, lose: dict[int, str]
+) -> KinesisWriter:
+    """600 rows, with call records, through a client that loses the answers ``lose``
+    names (see ``LosingAnswers``); each row must be in the stream once."""
+    settings = {"endpoint": endpoint, "stream": stream, "rows": 600}
     call_log = CallLog(MemoryStore(), Scope("lost-answers", 0, 0))
+    client = LosingAnswers(admin, lose)
     writer = create_writer(spark_options(settings), call_log=call_log, client=client)
     async with writer:
         await writer.write_all(rows(settings["rows"]))
     ids, _ = await read_ids(admin, stream)
     assert_each_row_once(ids, settings["rows"])
+    return writer
+
+
+@pytest.mark.emulator
+@pytest.mark.timeout(90)
+async def test_answers_lost_within_an_attempt_are_settled_by_reading_the_stream(
+    admin: Any, stream: str, kinesalite_endpoint: str
+) -> None:
+    lose = {1: "after", 4: "after", 6: "never"}
+    writer = await deliver_with_records(admin, stream, kinesalite_endpoint, lose)
     stats = writer.statistics()
     assert (stats.reconciled, stats.resent_calls) == (2, 0), stats.summary()
-    assert stats.delivered == settings["rows"] and stats.skipped == 0
+    assert stats.delivered == 600 and stats.skipped == 0
     assert stats.requests_failed == 3 and stats.retried == 50  # only the unsent call again
     assert writer.reconciler is not None and sum(r.found for r in writer.reconciler.reports) == 100
 
@@ -589,14 +599,8 @@ async def test_server_side_failures_are_settled_by_reading_and_refusals_are_sent
     """A 5xx may come after the records were stored (a gateway that timed out waiting for
     Kinesis, an internal failure): the stream is read before they are sent again. A
     throttle stored nothing: sent again at once."""
-    settings = {"endpoint": kinesalite_endpoint, "stream": stream, "rows": 600}
-    client = LosingAnswers(admin, {1: "gateway", 3: "internal", 5: "throttled"})
-    call_log = CallLog(MemoryStore(), Scope("failed-answers", 0, 0))
-    writer = create_writer(spark_options(settings), call_log=call_log, client=client)
-    async with writer:
-        await writer.write_all(rows(settings["rows"]))
-    ids, _ = await read_ids(admin, stream)
-    assert_each_row_once(ids, settings["rows"])
+    lose = {1: "gateway", 3: "internal", 5: "throttled"}
+    writer = await deliver_with_records(admin, stream, kinesalite_endpoint, lose)
     stats = writer.statistics()
     assert (stats.reconciled, stats.resent_calls) == (2, 0), stats.summary()
     assert stats.requests_failed == 3 and stats.retried == 50  # only the throttled call
