@@ -8,6 +8,7 @@ Elasticsearch; ``register_sink`` adds yours); run it from ``foreachBatch``,
 from .arrow_rows import ArrowRows
 from .dead_letter import DeadLetter, JsonLinesDeadLetter
 from .durable import CallLog, DurableContext, current_key
+from .encoding import EntryEncodingError, JsonContract, JsonEntryEncoder
 from .errors import (
     AsyncSinkError,
     BadRecordError,
@@ -49,9 +50,12 @@ __all__ = [
     "DurableContext",
     "DestinationError",
     "DurableError",
+    "EntryEncodingError",
     "ErrorKind",
     "FatalError",
     "FencedError",
+    "JsonContract",
+    "JsonEntryEncoder",
     "JsonLinesDeadLetter",
     "LatencyHistogram",
     "OptionError",

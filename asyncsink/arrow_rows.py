@@ -21,12 +21,24 @@ from typing import TYPE_CHECKING, Any, overload
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["ArrowRows"]
+__all__ = ["ArrowRow", "ArrowRows"]
+
+
+class ArrowRow(dict[str, Any]):
+    """One row of ``ArrowRows``: the dict of its fields, which also knows the rows of the
+    whole batch it came from (``source``) and its place there (``index``), so that an
+    encoder can convert it as part of its batch."""
+
+    __slots__ = ("index", "source")
+
+    source: ArrowRows
+    index: int
 
 
 class ArrowRows(Sequence[dict[str, Any]]):
     """A read-only sequence of the rows of one Arrow record batch, each a dict of its
-    fields (``names`` -> value), equal to the rows of ``batch.to_pylist()``.
+    fields (``names`` -> value), equal to the rows of ``batch.to_pylist()`` with maps as
+    dicts (an ``ArrowRow``).
 
     Args:
         batch: the ``pyarrow.RecordBatch`` holding the rows.
@@ -105,8 +117,17 @@ class ArrowRows(Sequence[dict[str, Any]]):
             if whole is not None:  # the source's rows were built: share its dicts
                 self._rows = whole[self.start : self._stop]
             else:
-                self._rows = self.batch.to_pylist()
+                self._rows = self._build()
         return self._rows
+
+    def _build(self) -> list[dict[str, Any]]:
+        source, start = self.source, self.start
+        rows: list[dict[str, Any]] = []
+        for offset, fields in enumerate(self.batch.to_pylist(maps_as_pydicts="strict")):
+            row = ArrowRow(fields)
+            row.source, row.index = source, start + offset
+            rows.append(row)
+        return rows
 
     def __repr__(self) -> str:
         return f"ArrowRows({len(self)} rows, names={list(self.names)!r})"

@@ -32,7 +32,7 @@ import orjson
 from sides import load_average, machine, write_summary
 
 from asyncsink import AsyncSinkWriter, SinkOptions
-from asyncsink.sinks.http import JsonEntryEncoder
+from asyncsink.encoding import JsonEntryEncoder
 
 GOAL_MB = 50.0
 

@@ -1,17 +1,21 @@
 """Partitions read through Arrow: rows reach the Python worker as Arrow record batches.
 
-``df.rdd`` turns every row into Java objects and pickles them one by one in the JVM, which
-costs more than everything the writer does with the row. ``df.mapInArrow`` hands the
-Python worker columnar record batches instead; the rows are rebuilt here as the same
-``Row`` objects, with the same field names and values, several times faster; or, for a
-writer that takes a dict of a row's fields as it takes the row (``SinkSpec.reads_mappings``),
-handed over as ``ArrowRows``: a sequence of those dicts, built only if the writer asks for
-them one by one, which can convert the batch's columns at once instead.
+Every DataFrame is read this way, whatever its types: ``df.mapInArrow`` for
+``foreach_partition`` and ``foreach_batch``, Spark's Arrow writers for the data sources.
+``df.rdd`` would turn every row into Java objects and pickle them one by one in the JVM,
+which costs more than everything the writer does with the row, and does not exist under
+Spark Connect.
 
-Only columns whose Python values come out identical either way take this path: strings,
-booleans, integers, floating point numbers, decimals and dates. A DataFrame with any other
-column (timestamps, binary, arrays, maps, structs...) is read through ``df.rdd``, as is
-every DataFrame when pyarrow is not installed.
+A writer gets each record batch as one chunk (see ``batch_chunks``):
+
+- a writer that takes a dict of a row's fields (``SinkSpec.reads_mappings``, as the
+  built-in sinks do) gets ``ArrowRows``, which the JSON sinks encode a column at a time
+  with no dict built (``asyncsink.encoding``);
+- any other writer gets ``Row`` objects with the values ``df.collect()`` gives, built
+  from the batch by PySpark's own Arrow conversion.
+
+The only type PySpark cannot read through Arrow is ``INTERVAL YEAR TO MONTH``:
+``check_columns`` refuses it on the driver, naming the column and the cast to use.
 """
 
 from __future__ import annotations
@@ -22,60 +26,59 @@ from typing import Any
 
 from ..arrow_rows import ArrowRows
 
-__all__ = ["arrow_readable", "batch_chunks", "map_partitions_in_arrow"]
+__all__ = ["batch_chunks", "check_columns", "map_partitions_in_arrow"]
 
 
 def check_columns(schema: Any) -> None:
-    """Refuse a schema in which two fields of one struct (the columns, or a struct
-    column's fields) share a name: rows are sent by field name, so one of the values
-    would be lost.
+    """Refuse, on the driver, a schema whose rows cannot all be sent: two fields of one
+    struct (the columns, or a struct column's fields) that share a name (rows are sent by
+    field name), a year-month interval (PySpark reads none through Arrow), a map whose
+    keys are structs, arrays or maps (JSON keys are text).
 
     Raises:
-        ValueError: two fields share a name (the message names it and where).
+        ValueError: the message names the column and what to do.
     """
+    for field in schema.fields:
+        _check(field.dataType, field.name, field.name)
+    _check_names(schema, "columns")
+
+
+def _check_names(struct: Any, where: str) -> None:
+    seen: set[str] = set()
+    for f in struct.fields:
+        if f.name in seen:
+            raise ValueError(
+                f"the DataFrame has two {where} named {f.name!r}: rows are sent by "
+                "field name, so one of the values would be lost; rename one (with "
+                "toDF() or an alias) before writing"
+            )
+        seen.add(f.name)
+
+
+def _check(data_type: Any, column: str, path: str) -> None:
     from pyspark.sql import types
 
-    def visit(data_type: Any, where: str) -> None:
-        if isinstance(data_type, types.StructType):
-            seen: set[str] = set()
-            for f in data_type.fields:
-                if f.name in seen:
-                    raise ValueError(
-                        f"the DataFrame has two {where} named {f.name!r}: rows are sent by "
-                        "field name, so one of the values would be lost; rename one (with "
-                        "toDF() or an alias) before writing"
-                    )
-                seen.add(f.name)
-                visit(f.dataType, f"fields of {f.name!r}")
-        elif isinstance(data_type, types.ArrayType):
-            visit(data_type.elementType, where)
-        elif isinstance(data_type, types.MapType):
-            visit(data_type.valueType, where)
-
-    visit(schema, "columns")
-
-
-def arrow_readable(schema: Any) -> bool:
-    """Whether a DataFrame of ``schema`` can be read through Arrow with unchanged rows."""
-    try:
-        import pyarrow  # noqa: F401
-    except ImportError:
-        return False
-    from pyspark.sql import types
-
-    same = (
-        types.StringType,
-        types.BooleanType,
-        types.ByteType,
-        types.ShortType,
-        types.IntegerType,
-        types.LongType,
-        types.FloatType,
-        types.DoubleType,
-        types.DecimalType,
-        types.DateType,
-    )
-    return bool(schema.fields) and all(isinstance(f.dataType, same) for f in schema.fields)
+    if isinstance(data_type, types.StructType):
+        _check_names(data_type, f"fields of {path!r}")
+        for f in data_type.fields:
+            _check(f.dataType, column, f"{path}.{f.name}")
+    elif isinstance(data_type, types.ArrayType):
+        _check(data_type.elementType, column, f"{path}[]")
+    elif isinstance(data_type, types.MapType):
+        if isinstance(data_type.keyType, types.StructType | types.ArrayType | types.MapType):
+            raise ValueError(
+                f"column {column!r}: the map at {path!r} has keys of type "
+                f"{data_type.keyType.simpleString()}, and a JSON key is text; write them as "
+                f"text first, e.g. transform_keys({column}, (k, v) -> to_json(k))"
+            )
+        _check(data_type.keyType, column, f"{path}{{key}}")
+        _check(data_type.valueType, column, f"{path}{{value}}")
+    elif isinstance(data_type, types.YearMonthIntervalType):
+        raise ValueError(
+            f"column {column!r}: {path!r} is an INTERVAL YEAR TO MONTH, which PySpark "
+            f"cannot read through Arrow; cast it first, e.g. cast({column} as string) or "
+            f"the months as a number: cast({column} as int)"
+        )
 
 
 def map_partitions_in_arrow(
@@ -85,39 +88,33 @@ def map_partitions_in_arrow(
     as_dicts: bool = False,
     chunked: bool = False,
 ) -> list[Any]:
-    """Run ``task`` on the rows of each partition of ``df`` (``arrow_readable``), read
-    through Arrow, as ``Row`` objects or (``as_dicts``) as dicts of their fields; the list
-    of what each partition's ``task`` returned. With ``chunked``, ``task`` gets the rows
-    in sequences, one per record batch (see ``batch_chunks``)."""
-    names = list(df.schema.names)
+    """Run ``task`` on the rows of each partition of ``df``, read through Arrow, as
+    ``Row`` objects or (``as_dicts``) as dicts of their fields; the list of what each
+    partition's ``task`` returned. With ``chunked``, ``task`` gets the rows in sequences,
+    one per record batch (see ``batch_chunks``)."""
+    schema = df.schema
     # Read under names of its own: mapInArrow refuses two columns of one name, and
     # cannot resolve a name with a dot in it; the rows get the real names back.
-    df = df.toDF(*(f"_{i}" for i in range(len(names))))
-    out = df.mapInArrow(_Task(task, names, as_dicts, chunked), "result binary").collect()
+    df = df.toDF(*(f"_{i}" for i in range(len(schema.fields))))
+    out = df.mapInArrow(_Task(task, schema, as_dicts, chunked), "result binary").collect()
     return [pickle.loads(row.result) for row in out]
 
 
-def batch_chunks(
-    batches: Iterable[Any], names: list[str], *, as_dicts: bool
-) -> Iterator[Sequence[Any]]:
+def batch_chunks(batches: Iterable[Any], schema: Any, *, as_dicts: bool) -> Iterator[Sequence[Any]]:
     """The rows of Arrow record batches, one sequence per batch: ``ArrowRows`` (dicts of
-    their fields, built when asked for), or lists of ``Row`` objects sharing one list of
-    field names (as Spark builds them)."""
+    their fields, built when asked for), or lists of ``Row`` objects of ``schema`` (the
+    Spark ``StructType`` of the rows), with the values ``df.collect()`` gives."""
+    names = list(schema.names)
     if as_dicts:
         for batch in batches:
             yield ArrowRows(batch, names)
         return
-    from pyspark.sql import Row
+    import pyarrow as pa
+    from pyspark.sql.conversion import ArrowTableToRowsConversion
 
-    new = tuple.__new__
     for batch in batches:
-        columns = [column.to_pylist() for column in batch.columns]
-        rows = []
-        for values in zip(*columns, strict=True):
-            row = new(Row, values)
-            row.__fields__ = names
-            rows.append(row)
-        yield rows
+        table = pa.Table.from_batches([batch])
+        yield ArrowTableToRowsConversion.convert(table, schema)
 
 
 class _Task:
@@ -125,17 +122,17 @@ class _Task:
     pickled into a one-row batch."""
 
     def __init__(
-        self, task: Callable[[Iterable[Any]], Any], names: list[str], as_dicts: bool, chunked: bool
+        self, task: Callable[[Iterable[Any]], Any], schema: Any, as_dicts: bool, chunked: bool
     ) -> None:
         self.task = task
-        self.names = names
+        self.schema = schema
         self.as_dicts = as_dicts
         self.chunked = chunked
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
-        chunks = batch_chunks(batches, self.names, as_dicts=self.as_dicts)
+        chunks = batch_chunks(batches, self.schema, as_dicts=self.as_dicts)
         result = self.task(chunks if self.chunked else _flat(chunks))
         column = pa.array([pickle.dumps(result)], pa.binary())
         yield pa.RecordBatch.from_arrays([column], names=["result"])

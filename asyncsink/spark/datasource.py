@@ -36,8 +36,6 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
-    DataSourceStreamWriter,
-    DataSourceWriter,
     WriterCommitMessage,
 )
 
@@ -45,7 +43,7 @@ from asyncsink.sinks.registry import SinkEntry, sink_entry, sink_names
 
 from ..durable.completion import ScopeSummary
 from ..stats import WriterStatistics
-from .arrow import arrow_readable, batch_chunks, check_columns
+from .arrow import batch_chunks, check_columns
 from .commit import (
     RunIdentity,
     batch_identity,
@@ -54,7 +52,7 @@ from .commit import (
     task_stream_run,
 )
 from .preflight import check_workers
-from .runner import PartitionResult, run_chunks, run_partition
+from .runner import PartitionResult, run_chunks
 from .spec import SinkSpec
 
 __all__ = [
@@ -97,27 +95,23 @@ def _sum(messages: list[Any]) -> tuple[WriterStatistics, int]:
 
 
 class _Tasks:
-    """What a write task does with its partition: rows, or Arrow record batches when the
-    writer is one of Spark's Arrow writers (``arrow``: the same rows, without pickling
-    each one in the JVM)."""
+    """What a write task does with its partition: the Arrow record batches Spark's
+    Arrow writers hand it, as rows of ``schema`` (see ``batch_chunks``)."""
 
     spec: SinkSpec
-    names: list[str]
-    arrow = False
+    schema: Any
 
     def _deliver(self, iterator: Iterator[Any], identity: RunIdentity) -> AsyncSinkCommitMessage:
-        run, batch_id = identity.run, identity.batch_id
-        if self.arrow:
-            chunks = batch_chunks(iterator, self.names, as_dicts=self.spec.reads_mappings)
-            return AsyncSinkCommitMessage.of(run_chunks(self.spec, chunks, run, batch_id))
-        return AsyncSinkCommitMessage.of(run_partition(self.spec, iterator, run, batch_id))
+        chunks = batch_chunks(iterator, self.schema, as_dicts=self.spec.reads_mappings)
+        result = run_chunks(self.spec, chunks, identity.run, identity.batch_id)
+        return AsyncSinkCommitMessage.of(result)
 
 
-class _BatchWriter(_Tasks, DataSourceWriter):
-    def __init__(self, spec: SinkSpec) -> None:
+class _BatchWriter(_Tasks, DataSourceArrowWriter):
+    def __init__(self, spec: SinkSpec, schema: Any) -> None:
         self.spec = spec
+        self.schema = schema
         self.identity = batch_identity(spec)  # pickled with the writer: one run per write
-        self.names: list[str] = []
 
     def write(self, iterator: Iterator[Any]) -> AsyncSinkCommitMessage:
         return self._deliver(iterator, self.identity)
@@ -145,16 +139,10 @@ class _BatchWriter(_Tasks, DataSourceWriter):
         )
 
 
-class _ArrowBatchWriter(_BatchWriter, DataSourceArrowWriter):
-    """A batch write whose rows come as Arrow record batches (``arrow_readable`` columns)."""
-
-    arrow = True
-
-
-class _StreamWriter(_Tasks, DataSourceStreamWriter):
-    def __init__(self, spec: SinkSpec) -> None:
+class _StreamWriter(_Tasks, DataSourceStreamArrowWriter):
+    def __init__(self, spec: SinkSpec, schema: Any) -> None:
         self.spec = spec
-        self.names: list[str] = []
+        self.schema = schema
 
     def write(self, iterator: Iterator[Any]) -> AsyncSinkCommitMessage:
         return self._deliver(iterator, task_stream_run())
@@ -179,12 +167,6 @@ class _StreamWriter(_Tasks, DataSourceStreamWriter):
             failed,
             total.summary(),
         )
-
-
-class _ArrowStreamWriter(_StreamWriter, DataSourceStreamArrowWriter):
-    """A streaming write whose rows come as Arrow record batches."""
-
-    arrow = True
 
 
 class AsyncSinkDataSource(DataSource):
@@ -217,16 +199,11 @@ class AsyncSinkDataSource(DataSource):
                 "what the destination holds; write with mode('append')"
             )
         check_columns(schema)
-        arrow = arrow_readable(schema)
-        writer = (_ArrowBatchWriter if arrow else _BatchWriter)(self._spec())
-        writer.names = list(schema.names)
-        return writer
+        return _BatchWriter(self._spec(), schema)
 
     def streamWriter(self, schema: Any, overwrite: bool) -> _StreamWriter:  # noqa: N802
-        arrow = arrow_readable(schema)
-        writer = (_ArrowStreamWriter if arrow else _StreamWriter)(self._spec().for_stream())
-        writer.names = list(schema.names)
-        return writer
+        check_columns(schema)
+        return _StreamWriter(self._spec().for_stream(), schema)
 
 
 def data_source_for(entry: SinkEntry) -> type[AsyncSinkDataSource]:

@@ -10,7 +10,7 @@
     foreach_partition(df, "http", {"url": url}, sink_id="backfill", batch_id=20261121)
 
 Both run every partition through a writer (see ``runner``), reading its rows through
-Arrow when the columns allow it (see ``arrow``), and bring each partition's result back
+Arrow (see ``arrow``), and bring each partition's result back
 to the driver. Once every partition returned, which is when Spark committed the work,
 the driver completes the durable scopes (see ``commit``), sums the statistics, logs them
 in one line and hands them to an optional ``on_batch(batch_id, stats)`` callback.
@@ -26,10 +26,10 @@ from typing import Any
 
 from ..errors import OptionError
 from ..stats import WriterStatistics
-from .arrow import arrow_readable, check_columns, map_partitions_in_arrow
+from .arrow import check_columns, map_partitions_in_arrow
 from .commit import RunIdentity, batch_identity, commit_run, drop_failed_run, stream_identity
 from .preflight import check_workers
-from .runner import PartitionResult, run_chunks, run_partition
+from .runner import PartitionResult, run_chunks
 from .spec import SinkSpec
 
 __all__ = ["BatchSink", "foreach_batch", "foreach_partition"]
@@ -66,10 +66,6 @@ def _set_keyword(options: dict[str, Any], name: str, value: str, keyword: str) -
     options[name] = value
 
 
-def _partition_task(spec: SinkSpec, identity: RunIdentity, rows: Any) -> PartitionResult:
-    return run_partition(spec, rows, identity.run, identity.batch_id)
-
-
 def _chunks_task(spec: SinkSpec, identity: RunIdentity, chunks: Any) -> PartitionResult:
     return run_chunks(spec, chunks, identity.run, identity.batch_id)
 
@@ -77,14 +73,11 @@ def _chunks_task(spec: SinkSpec, identity: RunIdentity, chunks: Any) -> Partitio
 def _write(df: Any, spec: SinkSpec, identity: RunIdentity) -> list[PartitionResult]:
     check_workers(df)
     check_columns(df.schema)
-    if arrow_readable(df.schema):
-        chunks_task = partial(_chunks_task, spec, identity)
-        results: list[PartitionResult] = map_partitions_in_arrow(
-            df, chunks_task, as_dicts=spec.reads_mappings, chunked=True
-        )
-        return results
-    task = partial(_partition_task, spec, identity)
-    return df.rdd.mapPartitions(lambda rows: [task(rows)]).collect()  # type: ignore[no-any-return]
+    chunks_task = partial(_chunks_task, spec, identity)
+    results: list[PartitionResult] = map_partitions_in_arrow(
+        df, chunks_task, as_dicts=spec.reads_mappings, chunked=True
+    )
+    return results
 
 
 class BatchSink:

@@ -24,8 +24,9 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from asyncsink.arrow_rows import ArrowRows
+from asyncsink.encoding import JsonEntryEncoder
 from asyncsink.rows import fields_of
-from asyncsink.sinks.http.encoding import JsonEntryEncoder
 
 from .options import ElasticsearchOptions
 
@@ -152,7 +153,7 @@ class EntryBuilder:
 
     def __init__(self, options: ElasticsearchOptions) -> None:
         self.indices: set[str] = set()
-        self._encode = JsonEntryEncoder(decimal_as=options.decimal_as)
+        self._encode = JsonEntryEncoder(options.contract)
         self._op = options.operation
         self._op_key = options.operation.encode("ascii")
         self._fallback_index = options.index
@@ -196,6 +197,19 @@ class EntryBuilder:
             return self._entry(self._head, self._plain_tail, source)
         inner = orjson.dumps(meta)[1:-1]
         return self._entry(self._head, b'",' + inner + b"}}", source)
+
+    def build_all(self, elements: Sequence[Any]) -> list[BulkEntry] | None:
+        """The entries of the rows of an Arrow record batch (``ArrowRows``) with derived
+        ids, their documents encoded at once; ``None`` for any other run (``__call__``
+        on each element gives the same entries).
+
+        Raises:
+            EntryEncodingError: a value cannot be encoded.
+        """
+        if not self._plain or not isinstance(elements, ArrowRows):
+            return None
+        head, tail, entry = self._head, self._plain_tail, self._entry
+        return [entry(head, tail, source) for source in self._encode.encode_all(elements)]
 
     def _entry(self, head: bytes, tail: bytes, source: bytes) -> BulkEntry:
         op = self._op

@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from asyncsink.encoding.options import JsonOptions
 from asyncsink.errors import OptionError
-from asyncsink.options import Options, option
+from asyncsink.options import option
 from asyncsink.sinks.http.client import ClientOptions, check_http_url
 
 __all__ = ["ElasticsearchOptions", "Operation"]
@@ -32,7 +33,7 @@ _FIELD_OPTIONS = (("index_field", "indexField"), ("id_field", "idField"),
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
-class ElasticsearchOptions(ClientOptions):
+class ElasticsearchOptions(ClientOptions, JsonOptions):
     """Where the Elasticsearch sink writes, with which bulk operation, and how it connects.
 
     Raises:
@@ -121,11 +122,6 @@ class ElasticsearchOptions(ClientOptions):
         "'application/vnd.elasticsearch+json; compatible-with=N', for a cluster one major "
         "version ahead of what the requests were written for.",
     )
-    decimal_as: Literal["number", "string"] = option(
-        "number",
-        doc="How decimals are encoded in documents: 'number' (exact digits; Elasticsearch "
-        "maps them as numbers) or 'string'.",
-    )
     connect_timeout_ms: int = option(
         10_000,
         kind="duration",
@@ -135,7 +131,7 @@ class ElasticsearchOptions(ClientOptions):
 
     def __post_init__(self) -> None:
         self._normalise()
-        Options.__post_init__(self)
+        JsonOptions.__post_init__(self)
         self._check_hosts()
         self._check_targets()
         self._check_auth()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from types import TracebackType
 from typing import Any, ClassVar
 from urllib.parse import quote
@@ -119,6 +119,12 @@ class ElasticsearchWriter(HttpClientWriter[Any, BulkEntry]):
             ValueError, TypeError: the id, index or routing field is missing or unusable.
         """
         return self._build(element)
+
+    def convert_all(self, elements: Sequence[Any]) -> Sequence[BulkEntry]:
+        """The bulk entries of a run: the documents of an Arrow record batch's rows
+        encoded a column at a time (see ``EntryBuilder.build_all``), else one by one."""
+        built = self._build.build_all(elements)
+        return built if built is not None else super().convert_all(elements)
 
     def entry_size(self, entry: BulkEntry) -> int:
         """Bytes the entry adds to a bulk body: action line, source line and newlines (for

@@ -14,15 +14,12 @@ process, event loop and configuration (``close_clients`` closes the running loop
 
 from .classify import parse_retry_after
 from .clients import close_clients
-from .encoding import EntryEncodingError, JsonEntryEncoder
 from .options import HttpOptions
 from .writer import HttpWriter, create_writer
 
 __all__ = [
-    "EntryEncodingError",
     "HttpOptions",
     "HttpWriter",
-    "JsonEntryEncoder",
     "close_clients",
     "create_writer",
     "parse_retry_after",

@@ -21,8 +21,9 @@ from urllib.parse import unquote, unquote_plus
 import httpx
 import orjson
 
+from asyncsink.encoding.options import JsonOptions
 from asyncsink.errors import OptionError
-from asyncsink.options import Options, OptionSpec, option
+from asyncsink.options import OptionSpec, option
 from asyncsink.request import SubmitResult
 
 from .client import ClientOptions, check_http_url, is_header_text
@@ -45,7 +46,7 @@ _FORMATS = ("json", "ndjson")
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
-class HttpOptions(ClientOptions):
+class HttpOptions(ClientOptions, JsonOptions):
     """Where the HTTP sink sends batches and how each request is made and judged.
 
     Raises:
@@ -94,14 +95,8 @@ class HttpOptions(ClientOptions):
         None,
         kind="object",
         doc="From Python only: a callable turning each written element into its bytes, "
-        "replacing the JSON encoding (rows as objects, dates and timestamps in ISO 8601, "
-        "binary as base64, NaN and infinities as null).",
-    )
-    decimal_as: Literal["string", "number"] = option(
-        "string",
-        doc="How decimals are encoded: 'string' (\"12.50\", exact and safe for any JSON "
-        "reader) or 'number' (12.50, exact digits; readers that parse numbers as doubles may "
-        "round them).",
+        "replacing the JSON encoding (the JSON contract: rows as objects, timestamps in "
+        "RFC 3339 with their offset, binary as base64).",
     )
     gzip: bool = option(
         False,
@@ -165,7 +160,7 @@ class HttpOptions(ClientOptions):
 
     def __post_init__(self) -> None:
         self._normalise()
-        Options.__post_init__(self)
+        JsonOptions.__post_init__(self)
         check_http_url("url", self.url)
         self._check_auth()
         self._check_formats()

@@ -10,6 +10,7 @@ from urllib.parse import quote
 import httpx
 import orjson
 
+from asyncsink.encoding import JsonEntryEncoder
 from asyncsink.errors import OptionError
 from asyncsink.options import SinkOptions, parse_options, raise_unknown
 from asyncsink.packed import PackedEntries
@@ -24,7 +25,7 @@ from .classify import (
 )
 from .client import HttpClientWriter, gzip_compress
 from .clients import ClientSettings
-from .encoding import JsonEntryEncoder, frame_json, frame_ndjson
+from .encoding import frame_json, frame_ndjson
 from .exchange import request_of
 from .options import BodyEncoder, EntryEncoder, HttpOptions
 
@@ -71,7 +72,7 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
     ) -> None:
         super().__init__(secrets=http.secrets(), client=client, transport=transport, **kwargs)
         self.http = http
-        self._json = JsonEntryEncoder(decimal_as=http.decimal_as)
+        self._json = JsonEntryEncoder(http.contract)
         encoder: EntryEncoder = http.entry_encoder or self._json
         self._encode = encoder
         self._custom_encoder = http.entry_encoder is not None

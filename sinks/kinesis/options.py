@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from asyncsink.encoding.options import JsonOptions
 from asyncsink.errors import OptionError
-from asyncsink.options import Options, SinkOptions, option, spark_name
+from asyncsink.options import SinkOptions, option, spark_name
 
 __all__ = [
     "DEFAULT_MAX_RECORD_BYTES",
@@ -65,7 +66,7 @@ _STREAM_ARN = re.compile(
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
-class KinesisOptions(Options):
+class KinesisOptions(JsonOptions):
     """Where the Kinesis sink delivers and how a row becomes a Kinesis record.
 
     Built from Python keywords or, with the writer's options, from Spark's string options
@@ -195,7 +196,7 @@ class KinesisOptions(Options):
     )
 
     def __post_init__(self) -> None:
-        Options.__post_init__(self)
+        JsonOptions.__post_init__(self)
         self._check_stream()
         self._check_credentials()
         self._check_partition_key()

@@ -8,7 +8,6 @@ a bad record at the row's position.
 
 from __future__ import annotations
 
-import base64
 import datetime
 import decimal
 import hashlib
@@ -17,17 +16,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
+from asyncsink.arrow_rows import ArrowRows
+from asyncsink.encoding import JsonEntryEncoder
 from asyncsink.rows import fields_of
-from asyncsink.sinks.json_keys import key_collision
 
 from .options import MAX_PARTITION_KEY_LENGTH, KinesisOptions
 
-__all__ = ["KinesisEntry", "RecordConverter", "as_mapping", "to_json"]
+__all__ = ["KinesisEntry", "RecordConverter", "as_mapping"]
 
 _MAX_HASH_KEY = 2**128
-_JSON_OPTIONS = orjson.OPT_NON_STR_KEYS
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,76 +64,6 @@ def as_mapping(element: Any) -> Mapping[str, Any]:
     if isinstance(element, Mapping):
         return element
     raise TypeError(f"expected a Row, a dict or a mapping, got {type(element).__name__}")
-
-
-def to_json(row: Mapping[str, Any]) -> bytes:
-    """The row as a JSON object, in UTF-8.
-
-    Dates, times and timestamps are ISO 8601 strings, decimals exact JSON numbers, binary
-    values base64 strings, nested rows objects; NaN and infinite floats become ``null``;
-    map keys that are not text (numbers, dates...) become text.
-
-    Raises:
-        TypeError: a value has no JSON form; the message names its field.
-        ValueError: two keys of a map become the same JSON key (``{1: "a", "1": "b"}``),
-            which would lose one of the values; the message names the map's field.
-    """
-    try:
-        return orjson.dumps(row, default=_json_default)
-    except TypeError:
-        pass  # a key that is not text, an integer beyond 64 bits, or no JSON form
-    try:
-        data = orjson.dumps(row, default=_json_default, option=_JSON_OPTIONS)
-    except TypeError as exc:
-        if "64-bit" not in str(exc):
-            raise TypeError(_json_failure(row, exc)) from exc
-        try:
-            data = orjson.dumps(_exact_ints(row), default=_json_default, option=_JSON_OPTIONS)
-        except TypeError:
-            raise TypeError(_json_failure(row, exc)) from exc
-    clash = key_collision(row, _json_default)
-    if clash is not None:
-        where = f"field {clash.path!r}" if clash.path else "the row"
-        raise ValueError(f"{where}: {clash.reason}")
-    return data
-
-
-def _exact_ints(value: Any) -> Any:
-    """``value`` with integers beyond 64 bits as exact JSON numbers (orjson refuses them)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return orjson.Fragment(str(value).encode()) if abs(value) >= 2**63 else value
-    if callable(getattr(value, "asDict", None)):
-        value = fields_of(value)
-    if isinstance(value, Mapping):
-        return {key: _exact_ints(item) for key, item in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [_exact_ints(item) for item in value]
-    return value
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, decimal.Decimal):
-        if not value.is_finite():
-            raise TypeError(f"decimal {value} has no JSON form")
-        return orjson.Fragment(str(value).encode())
-    if isinstance(value, bytes | bytearray | memoryview):
-        return base64.b64encode(value).decode("ascii")
-    if callable(getattr(value, "asDict", None)):
-        return fields_of(value)
-    if isinstance(value, Mapping):
-        return dict(value)
-    if isinstance(value, set | frozenset | tuple):
-        return list(value)
-    raise TypeError(f"{type(value).__name__} has no JSON form")
-
-
-def _json_failure(row: Mapping[str, Any], exc: TypeError) -> str:
-    for name, value in row.items():
-        try:
-            orjson.dumps(value, default=_json_default, option=_JSON_OPTIONS)
-        except TypeError as cause:  # what ``_json_default`` raised, if it refused
-            return f"field {name!r} cannot be written as JSON: {cause.__cause__ or cause}"
-    return f"the row cannot be written as JSON: {exc}"
 
 
 def _field(row: Mapping[str, Any], name: str, role: str) -> Any:
@@ -191,6 +118,8 @@ class RecordConverter:
         self._key_fn: Callable[[Any], Any] | None = options.partition_key_fn
         self._hash_key_field = options.explicit_hash_key_field
         self._payload_field = options.payload_field
+        self.json = JsonEntryEncoder(options.contract)
+        """The row's data: its JSON under the contract (``asyncsink.encoding``)."""
 
     def __call__(self, element: Any, position: int = 0) -> KinesisEntry:
         """The record for ``element``, at ``position`` in the writer's input.
@@ -211,30 +140,51 @@ class RecordConverter:
         return KinesisEntry(data, key, hash_key)
 
     def convert_all(self, elements: Sequence[Any]) -> list[KinesisEntry] | None:
-        """The records of a run of plain dicts at once, the same as ``__call__`` gives
-        each, when the options are the common ones (the row as JSON; a partition key from
-        one field of text or integers, fixed, or the payload's hash; no explicit hash
-        key); ``None`` when they are not, or when a row needs a closer look (then
-        ``__call__`` on each finds which, and why)."""
+        """The records of a run at once, the same as ``__call__`` gives each, when the
+        options are the common ones (the row as JSON; a partition key from one field of
+        text or integers, fixed, or the payload's hash; no explicit hash key) and the run
+        is plain dicts or the rows of an Arrow record batch (``ArrowRows``: encoded a
+        column at a time); ``None`` when they are not, or when a row needs a closer look
+        (then ``__call__`` on each finds which, and why)."""
         mode = self._mode
         common = mode in ("fixed", "hash") or (mode == "field" and len(self._key_fields) == 1)
         if not common or self._payload_field is not None or self._hash_key_field is not None:
             return None
+        if isinstance(elements, ArrowRows):
+            return self._convert_arrow(elements)
         rows = elements if type(elements) is list else list(elements)  # each dict built once
         if any(type(row) is not dict for row in rows):
             return None
-        dumps, default = orjson.dumps, _json_default
         try:
-            datas = [dumps(row, default=default) for row in rows]
+            datas = list(self.json.encode_all(rows))
         except TypeError:
-            return None  # keys that are not text, integers beyond 64 bits, no JSON form
+            return None  # a value with no JSON form: each row says which
+        if mode == "field":
+            values = [row.get(self._key_fields[0]) for row in rows]
+        return self._entries(datas, values if mode == "field" else None)
+
+    def _convert_arrow(self, rows: ArrowRows) -> list[KinesisEntry] | None:
+        try:
+            datas = list(self.json.encode_all(rows))
+        except TypeError:
+            return None
+        values = None
+        if self._mode == "field":
+            name = self._key_fields[0]
+            if name not in rows.names:
+                return None
+            values = rows.batch.column(rows.names.index(name)).to_pylist()
+        return self._entries(datas, values)
+
+    def _entries(self, datas: list[bytes], values: list[Any] | None) -> list[KinesisEntry] | None:
+        """Records of ``datas``, keyed as the mode says (``values``: the key field's)."""
+        mode = self._mode
         if mode == "fixed":
             keys = [self._fixed_key] * len(datas)
         elif mode == "hash":
             keys = list(map(_payload_hash, datas))
         else:
-            name = self._key_fields[0]
-            values = [row.get(name) for row in rows]
+            assert values is not None
             if not all(type(value) is str or type(value) is int for value in values):
                 return None  # missing, null, or a type that needs converting
             keys = [value if type(value) is str else str(value) for value in values]
@@ -245,7 +195,7 @@ class RecordConverter:
     def _payload(self, row: Mapping[str, Any]) -> bytes:
         name = self._payload_field
         if name is None:
-            return to_json(row)
+            return self.json(row)
         value = _field(row, name, "payload")
         if isinstance(value, bytes):
             return value

@@ -31,7 +31,7 @@ from .options import DEFAULT_REQUEST_BYTES, KINESIS_SINK_DEFAULTS, KinesisOption
 from .options import sink_options_for_kinesis as _sink_options
 from .put_records import put_records
 from .reconcile import ReconcileSettings, StreamReconciler, acknowledged_detail
-from .records import KinesisEntry, RecordConverter, as_mapping, to_json
+from .records import KinesisEntry, RecordConverter, as_mapping
 
 __all__ = ["KinesisWriter", "create_writer"]
 
@@ -185,7 +185,7 @@ class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
         if isinstance(entry, KinesisEntry):
             return entry.data
         try:
-            return to_json(as_mapping(entry))
+            return self._convert.json(as_mapping(entry))
         except (TypeError, ValueError):
             return super().serialize_entry(entry)
 

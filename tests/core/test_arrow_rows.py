@@ -34,9 +34,9 @@ class Counting:
         self.wrapped = wrapped
         self.built = 0
 
-    def to_pylist(self) -> list[dict[str, Any]]:
+    def to_pylist(self, **options: Any) -> list[dict[str, Any]]:
         self.built += 1
-        rows: list[dict[str, Any]] = self.wrapped.to_pylist()
+        rows: list[dict[str, Any]] = self.wrapped.to_pylist(**options)
         return rows
 
     def slice(self, offset: int, length: int) -> Counting:

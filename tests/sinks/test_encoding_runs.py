@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from asyncsink.sinks.http import JsonEntryEncoder
+from asyncsink.encoding import JsonContract, JsonEntryEncoder
 
 TRICKY_STRINGS = ["", "plain", "}", "{", "},{", '"},{"', "a},{b", "}}", "{{", 'é\n\t"q"', "\\"]
 
@@ -47,7 +47,7 @@ def rows(seed: int, count: int) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("decimal_as", ["string", "number"])
 @pytest.mark.parametrize("seed", range(40))
 def test_a_run_encodes_to_the_bytes_of_each_row_alone(seed: int, decimal_as: Any) -> None:
-    encoder = JsonEntryEncoder(decimal_as=decimal_as)
+    encoder = JsonEntryEncoder(JsonContract(decimal_as=decimal_as))
     run = rows(seed, random.Random(seed).randrange(1, 60))
     assert encoder.encode_all(run) == [encoder(row) for row in run]
 

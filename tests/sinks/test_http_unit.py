@@ -34,13 +34,8 @@ from asyncsink import (
     ThrottledError,
     WriterStateError,
 )
-from asyncsink.sinks.http import (
-    EntryEncodingError,
-    HttpOptions,
-    HttpWriter,
-    JsonEntryEncoder,
-    create_writer,
-)
+from asyncsink.encoding import EntryEncodingError, JsonContract, JsonEntryEncoder
+from asyncsink.sinks.http import HttpOptions, HttpWriter, create_writer
 from asyncsink.sinks.http.classify import error_for_transport, parse_items, parse_retry_after
 from asyncsink.sinks.http.encoding import frame_json
 from asyncsink.sinks.http.redact import Redactor
@@ -211,13 +206,13 @@ def test_values_are_encoded_as_documented() -> None:
     }
     assert orjson.loads(JsonEntryEncoder()(row)) == {
         "ts": "2024-02-29T13:05:07.250000",
-        "tz": "2024-01-01T00:00:00+00:00",
+        "tz": "2024-01-01T00:00:00.000000Z",
         "day": "2024-02-29",
-        "at": "08:30:00",
+        "at": "08:30:00.000000",
         "wait": "PT90.5S",
-        "price": "12.50",
+        "price": 12.5,
         "blob": base64.b64encode(b"\x00\xffhi").decode(),
-        "nan": None,
+        "nan": "NaN",
         "nested": {"list": [1, [2, 3]], "map": {"7": "seven"}},
         "point": {"x": 1, "y": 2.5},
         "pair": {"left": "l", "right": "r"},
@@ -244,7 +239,6 @@ def test_a_row_with_two_fields_of_one_name_is_refused_in_every_sink() -> None:
 
     from asyncsink.dead_letter import element_bytes
     from asyncsink.sinks.elasticsearch.actions import as_mapping
-    from asyncsink.sinks.kinesis.records import to_json
 
     twice = Row("a", "a")(1, 2)
     encode = JsonEntryEncoder()
@@ -257,7 +251,7 @@ def test_a_row_with_two_fields_of_one_name_is_refused_in_every_sink() -> None:
     with pytest.raises(TypeError, match="two fields named 'a'"):
         as_mapping(twice)
     with pytest.raises(TypeError, match="field 'inner'.*two fields named 'a'"):
-        to_json({"x": 1, "inner": twice})
+        encode({"x": 1, "inner": twice})
     # Its dead letter keeps both values.
     assert element_bytes(twice) == b"Row(a=1, a=2)"
     assert element_bytes(Row(x=1, inner=twice)) == b"Row(x=1, inner=Row(a=1, a=2))"
@@ -265,7 +259,7 @@ def test_a_row_with_two_fields_of_one_name_is_refused_in_every_sink() -> None:
 
 
 def test_decimals_as_numbers_keep_their_exact_digits() -> None:
-    encode = JsonEntryEncoder(decimal_as="number")
+    encode = JsonEntryEncoder(JsonContract(decimal_as="number"))
     assert encode({"d": decimal.Decimal("12345678901234567890.125")}) == (
         b'{"d":12345678901234567890.125}'
     )
@@ -346,8 +340,7 @@ def test_unencodable_value_error_names_the_field_path() -> None:
     assert "object" in str(caught.value)
     with pytest.raises(EntryEncodingError, match=r"m\[<frozenset key>\]"):
         encode({"m": {frozenset(): 1}})
-    with pytest.raises(EntryEncodingError, match=r"'n\[1\]'.*64-bit"):
-        encode({"n": [1, 2**70]})
+    assert encode({"n": [1, 2**70]}) == b'{"n":[1,1180591620717411303424]}'  # exact
     with pytest.raises(EntryEncodingError, match=r"'r.when'.*set"):
         encode({"r": FakeRow(id=1, when={1})})
     with pytest.raises(EntryEncodingError, match=r"'s\[0\]'.*surrogates not allowed"):

@@ -370,7 +370,7 @@ async def test_rows_that_cannot_become_records_are_bad_records_naming_position_a
     cases: list[tuple[dict[str, Any], dict[str, Any], str]] = [
         ({"partition_key_field": "user"}, {"other": 1}, "partition key field 'user' is missing"),
         ({"partition_key_field": "user"}, {"user": None}, "partition key field 'user' is null"),
-        ({"partition_key": "k"}, {"when": object()}, "field 'when' cannot be written as JSON"),
+        ({"partition_key": "k"}, {"when": object()}, "field 'when': cannot encode"),
         ({"partition_key": "k"}, {"d": decimal.Decimal("NaN")}, "field 'd'"),
         ({"payload_field": "body", "partition_key": "k"}, {"body": None}, "'body' is null"),
         ({"partition_key_fn": lambda r: r.get("a", "ok")}, {"a": ""}, "key has 0 characters"),

@@ -47,10 +47,22 @@ CLOSER_LOOK = {
     "empty key": {"id": ""},
     "key too long": {"id": "k" * 257},
     "key of another type": {"id": 1.5},
-    "key that is not text": {"id": "a", 3: "three"},
-    "integer beyond 64 bits": {"id": "a", "big": 2**70},
     "a value with no JSON form": {"id": "a", "v": object()},
 }
+
+ENCODED_ONE_BY_ONE = {
+    "key that is not text": {"id": "a", 3: "three"},
+    "integer beyond 64 bits": {"id": "a", "big": 2**70},
+}
+
+
+@pytest.mark.parametrize("row", ENCODED_ONE_BY_ONE.values(), ids=ENCODED_ONE_BY_ONE.keys())
+def test_a_row_the_encoder_takes_alone_keeps_the_run_fast_with_the_same_records(
+    row: dict[Any, Any],
+) -> None:
+    sink = writer(partitionKeyField="id")
+    run = [*ROWS[:1], row]
+    assert sink._convert.convert_all(run) == [sink.convert(element) for element in run]
 
 
 @pytest.mark.parametrize("row", CLOSER_LOOK.values(), ids=CLOSER_LOOK.keys())
