@@ -85,22 +85,35 @@ from sides import (
 from asyncsink.testing import Faults, FaultServer
 
 BATCH = 500
+PEER_IN_FLIGHT = 16
 PARTITIONS = 2
 JSON_HEADERS = {"content-type": "application/json"}
 
-SIDES = ("asyncsink", "source", "durable", "per_row", "batched", "rows_null", "arrow_null")
+SIDES = (
+    "asyncsink", "source", "durable", "peer", "peer_null", "per_row", "batched", "rows_null",
+    "arrow_null",
+)  # fmt: skip
 LABELS = {
     "asyncsink": "asyncsink foreach_partition",
     "source": "asyncsink data source (format asyncsink-http)",
     "durable": "asyncsink, durable records (SQLite)",
+    "peer": f"to_json + mapInArrow + aiohttp, {BATCH} a request, {PEER_IN_FLIGHT} in flight",
+    "peer_null": "null sink: to_json + mapInArrow, bodies built, nothing sent",
     "per_row": "requests, one request per row",
     "batched": f"requests, batches of {BATCH}, one at a time",
     "rows_null": "null sink: df.rdd rows encoded, nothing sent",
     "arrow_null": "null sink: mapInArrow batches encoded, nothing sent",
 }
-# baseline -> target ratio asyncsink / baseline
-TARGETS = {"per_row": 10.0, "batched": 3.0, "arrow_null": 0.7, "rows_null": 0.7}
+# baseline -> target ratio asyncsink / baseline, by schema and endpoint latency
+TARGETS: dict[str, dict[str, float]] = {
+    "flat": {"per_row": 10.0, "batched": 3.0, "arrow_null": 0.7, "rows_null": 0.7},
+    "events": {"per_row": 10.0, "batched": 3.0},
+}
+PEER_TARGET = {0.0: 0.9, 20.0: 1.3}  # asyncsink / the hand-written peer, rows/s
+SOURCE_TARGET = 0.8  # the data source / the hand-written peer, rows/s
+PEER_CPU_TARGET = 1.15  # asyncsink / the peer, CPU per row (0 ms)
 DURABLE_TARGET = 0.95  # durable records / none, rows per second (20 ms)
+DURABLE_CPU_TARGET = 1.10  # durable records / none, CPU per row
 
 
 def start_spark() -> Any:
@@ -123,8 +136,31 @@ def start_spark() -> Any:
     return session
 
 
-def rows(spark: Any, count: int) -> Any:
-    """``count`` rows in two partitions, ~85 bytes of JSON each, with a unique ``id``."""
+EVENT_COLUMNS = (
+    "id",
+    "timestamp_micros(1700000000000000 + id * 1000003) AS ts",
+    "date_add(date'2024-01-01', cast(id % 365 AS int)) AS day",
+    "element_at(array('click', 'view', 'purchase', 'signup'), cast(id % 4 + 1 AS int)) AS kind",
+    "named_struct('id', id % 100000, 'name', concat('user-', cast(id % 100000 AS string)), "
+    "'country', element_at(array('FR', 'US', 'DE', 'JP', 'BR'), cast(id % 5 + 1 AS int))) "
+    "AS user",
+    "array(concat('tag-', cast(id % 10 AS string)), concat('tag-', cast(id % 7 AS string))) "
+    "AS tags",
+    "map('source', 'web', 'campaign', concat('spring-', cast(id % 50 AS string)), "
+    "'page', concat('/product/', cast(id % 1000 AS string))) AS attrs",
+    "cast((id * 37) % 100000 / 100 AS decimal(12, 2)) AS amount",
+    "(id % 1000) / 7.0d AS score",
+    "id % 7 != 0 AS ok",
+)
+"""A typical event table: id long, ts timestamp, day date, kind string, user struct,
+tags array, attrs map, amount decimal(12,2), score double, ok boolean (~330 B of JSON)."""
+
+
+def rows(spark: Any, count: int, schema: str = "events") -> Any:
+    """``count`` rows in two partitions with a unique ``id``: the event table
+    (``EVENT_COLUMNS``), or flat columns (~85 bytes of JSON a row)."""
+    if schema == "events":
+        return spark.range(0, count, 1, PARTITIONS).selectExpr(*EVENT_COLUMNS)
     return spark.range(0, count, 1, PARTITIONS).selectExpr(
         "concat('r-', lpad(cast(id AS string), 9, '0')) AS id",
         "id AS seq",
@@ -189,6 +225,58 @@ def encode_batches(batches: Iterator[Any]) -> Iterator[Any]:
     yield pa.RecordBatch.from_arrays([pa.array([count], pa.int64())], names=["n"])
 
 
+def peer_batches(url: str, batches: Iterator[Any]) -> Iterator[Any]:
+    """The hand-written peer: JSON rows made by Spark (``to_json(struct(*))``), read
+    through ``mapInArrow``, sent as JSON arrays of 500 with aiohttp, 16 in flight."""
+    import asyncio
+
+    import aiohttp
+    import pyarrow as pa
+
+    async def send_all() -> int:
+        sent = 0
+        slots = asyncio.Semaphore(PEER_IN_FLIGHT)
+        pending: set[asyncio.Task[None]] = set()
+        async with aiohttp.ClientSession() as session:
+
+            async def post(body: bytes) -> None:
+                try:
+                    async with session.post(url, data=body, headers=JSON_HEADERS) as answer:
+                        check_answer(answer.status, await answer.read())
+                finally:
+                    slots.release()
+
+            for batch in batches:
+                values = batch.column(0).to_pylist()
+                for start in range(0, len(values), BATCH):
+                    part = values[start : start + BATCH]
+                    body = ("[" + ",".join(part) + "]").encode()
+                    await slots.acquire()
+                    task = asyncio.create_task(post(body))
+                    pending.add(task)
+                    task.add_done_callback(pending.discard)
+                    sent += len(part)
+            await asyncio.gather(*pending)
+        return sent
+
+    count = asyncio.run(send_all())
+    yield pa.RecordBatch.from_arrays([pa.array([count], pa.int64())], names=["n"])
+
+
+def peer_null_batches(batches: Iterator[Any]) -> Iterator[Any]:
+    """The peer without sending: the request bodies built, nothing else."""
+    import pyarrow as pa
+
+    count = 0
+    for batch in batches:
+        values = batch.column(0).to_pylist()
+        for start in range(0, len(values), BATCH):
+            part = values[start : start + BATCH]
+            ("[" + ",".join(part) + "]").encode()
+            count += len(part)
+    yield pa.RecordBatch.from_arrays([pa.array([count], pa.int64())], names=["n"])
+
+
 # ---------------------------------------------------------------------- the sides
 # Each runs in a process of its own (``SideProcess``), with a Spark session of its own.
 
@@ -228,14 +316,14 @@ def _store() -> str:
     return f"sqlite:///{Path(_Side.folder) / 'records.db'}"
 
 
-def run_side(side: str, url: str, rows_in: range) -> int:
+def run_side(side: str, url: str, schema: str, rows_in: range) -> int:
     """A run of ``side`` in its process (``SideProcess``, which passes ``range(count)``
-    and times the run): writes ``count`` rows; how many were written, or read and encoded
-    by a null sink."""
+    and times the run): writes ``count`` rows of ``schema``; how many were written, or
+    read and encoded by a null sink."""
     from asyncsink.spark import foreach_partition
 
     count = len(rows_in)
-    df = rows(_session(), count)
+    df = rows(_session(), count, schema)
     if side == "asyncsink":
         return foreach_partition(df, "http", {"url": url}).delivered
     if side.startswith("fixed"):
@@ -254,6 +342,10 @@ def run_side(side: str, url: str, rows_in: range) -> int:
         df.foreachPartition(partial(post_batched, url))
     elif side == "rows_null":
         df.foreachPartition(encode_rows)
+    elif side in ("peer", "peer_null"):
+        as_json = df.selectExpr("to_json(struct(*)) AS json")
+        task = partial(peer_batches, url) if side == "peer" else peer_null_batches
+        return sum(row.n for row in as_json.mapInArrow(task, "n long").collect())
     else:
         encoded = df.mapInArrow(encode_batches, "n long").collect()
         return sum(row.n for row in encoded)
@@ -276,7 +368,7 @@ def timed(server: FaultServer, side: SideProcess, count: int) -> tuple[float, fl
 
 
 def measure(
-    server: FaultServer, sides: list[str], counts: dict[str, int], rounds: int
+    server: FaultServer, sides: list[str], counts: dict[str, int], rounds: int, schema: str
 ) -> tuple[dict[str, list[int]], dict[str, list[float]]]:
     """Each side's rows/s and CPU microseconds per row in every round, after a warm-up run
     of each: a whole run, which starts the side's Spark session (one at a time) and warms
@@ -285,7 +377,7 @@ def measure(
     with ExitStack() as stack:
         workers = {
             side: stack.enter_context(
-                SideProcess(side, run_side, side, server.ingest_url, inputs=range)
+                SideProcess(side, run_side, side, server.ingest_url, schema, inputs=range)
             )
             for side in sides
         }
@@ -300,31 +392,61 @@ def measure(
     return rates, cpu
 
 
-def comparisons(runs: dict[str, list[int]], latency_ms: float) -> list[dict[str, Any]]:
-    """asyncsink's three ways against every baseline, and durable records against none."""
-    rows_out = [
-        comparison(
-            f"Spark {latency_ms:g} ms: {LABELS[ours]} vs {LABELS[baseline]}",
-            "rows/s",
-            runs[ours],
-            runs[baseline],
-            target,
+def comparisons(
+    runs: dict[str, list[int]], cpu: dict[str, list[float]], latency_ms: float, schema: str
+) -> list[dict[str, Any]]:
+    """asyncsink's three ways against every baseline that ran, durable records against
+    none, and CPU per row against the peer and without records."""
+    title = f"Spark {schema} {latency_ms:g} ms"
+    rows_out = []
+    targets: dict[str, float | None] = dict(TARGETS[schema])
+    if "peer" in runs:
+        targets["peer"] = PEER_TARGET.get(latency_ms)
+    targets.update({side: None for side in ("peer_null", "arrow_null") if side in runs})
+    for ours in ("asyncsink", "source", "durable"):
+        for baseline, target in targets.items():
+            if ours not in runs or baseline not in runs:
+                continue
+            if ours == "source" and baseline == "peer":
+                target = SOURCE_TARGET
+            elif ours != "asyncsink" and baseline.startswith("peer"):
+                target = None
+            name = f"{title}: {LABELS[ours]} vs {LABELS[baseline]}"
+            rows_out.append(comparison(name, "rows/s", runs[ours], runs[baseline], target))
+    if "peer" in runs and "asyncsink" in runs:
+        rows_out.append(
+            comparison(
+                f"{title}: {LABELS['asyncsink']} vs {LABELS['peer']}",
+                "CPU us/row",
+                cpu["asyncsink"],
+                cpu["peer"],
+                PEER_CPU_TARGET if latency_ms == 0 else None,
+                lower_is_better=True,
+            )
         )
-        for ours in ("asyncsink", "source", "durable")
-        for baseline, target in TARGETS.items()
-    ]
-    rows_out.append(
-        comparison(
-            f"Spark {latency_ms:g} ms: {LABELS['durable']} vs without records",
-            "rows/s",
-            runs["durable"],
-            runs["asyncsink"],
-            DURABLE_TARGET,
+    if "durable" in runs and "asyncsink" in runs:
+        rows_out.append(
+            comparison(
+                f"{title}: {LABELS['durable']} vs without records",
+                "rows/s",
+                runs["durable"],
+                runs["asyncsink"],
+                DURABLE_TARGET if latency_ms >= 20 else None,
+            )
         )
-    )
+        rows_out.append(
+            comparison(
+                f"{title}: {LABELS['durable']} vs without records",
+                "CPU us/row",
+                cpu["durable"],
+                cpu["asyncsink"],
+                DURABLE_CPU_TARGET,
+                lower_is_better=True,
+            )
+        )
     rows_out.extend(
         comparison(
-            f"Spark {latency_ms:g} ms: {LABELS['asyncsink']} (adaptive) vs {label(side)}",
+            f"{title}: {LABELS['asyncsink']} (adaptive) vs {label(side)}",
             "rows/s",
             runs["asyncsink"],
             runs[side],
@@ -388,6 +510,7 @@ def profile_partition(url: str, count: int) -> None:
     import cProfile
 
     from pyspark.sql import Row
+    from pyspark.sql.types import _parse_datatype_string
     from sides import print_profile, profile_cpu
 
     from asyncsink.spark import SinkSpec
@@ -396,10 +519,13 @@ def profile_partition(url: str, count: int) -> None:
 
     batches = partition_batches(count)
     names = list(batches[0].schema.names)
+    schema = _parse_datatype_string(
+        "id string, seq long, customer string, amount double, ok boolean"
+    )
     spec = SinkSpec("http", {"url": url})
 
     def deliver() -> None:
-        chunks = batch_chunks(iter(batches), names, as_dicts=spec.reads_mappings)
+        chunks = batch_chunks(iter(batches), schema, as_dicts=spec.reads_mappings)
         run_chunks(spec, chunks, "profile", 0)
 
     deliver()  # warm up: the loop thread, the client, its connections
@@ -447,14 +573,32 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--json", type=Path, help="write the results to this file")
     parser.add_argument("--fixed", type=int, help="add asyncsink at this many in flight")
     parser.add_argument("--profile", action="store_true", help="profile one partition")
+    parser.add_argument(
+        "--schema",
+        choices=("events", "flat"),
+        default="events",
+        help="the event table (timestamp, date, struct, array, map, decimal...) or flat rows",
+    )
+    parser.add_argument("--sides", help="comma-separated sides to run (default: all)")
     args = parser.parse_args(argv)
     if args.quick:
         args.rows, args.per_row_rows, args.batched_rows, args.rounds = 100_000, 500, 50_000, 2
     sides = [*SIDES[:1], *([f"fixed{args.fixed}"] if args.fixed else []), *SIDES[1:]]
+    if args.schema == "flat":
+        sides = [side for side in sides if not side.startswith("peer")]
+    else:
+        sides = [side for side in sides if side not in ("rows_null", "arrow_null")]
+    if args.sides:
+        wanted = args.sides.split(",")
+        unknown = set(wanted) - set(sides)
+        if unknown:
+            parser.error(f"--sides: unknown {sorted(unknown)}; choose from {sides}")
+        sides = [side for side in sides if side in wanted]
     counts = {side: args.rows for side in sides}
     counts.update(per_row=args.per_row_rows, batched=args.batched_rows)
+    shape = "event rows of ~330 B JSON" if args.schema == "events" else "rows of ~85 B JSON"
     print(
-        f"Spark local[{PARTITIONS}] and {PARTITIONS} partitions per side, rows of ~85 B JSON, "
+        f"Spark local[{PARTITIONS}] and {PARTITIONS} partitions per side, {shape}, "
         f"endpoint latency {args.latency_ms:g} ms; FaultServer and every side in a process "
         f"of its own, median (min-max) of {args.rounds} rounds (sides in rotating order); "
         f"{load_average()}",
@@ -462,7 +606,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     started = time.monotonic()
     with FaultServer(Faults(latency_ms=args.latency_ms)) as server:
-        runs, cpu = measure(server, sides, counts, args.rounds)
+        runs, cpu = measure(server, sides, counts, args.rounds, args.schema)
         print(f"\n{time.monotonic() - started:.0f} s in all ({load_average()})")
         print(
             f"{'side':<52}{'rows per run':>14}{'rows/s: median (min-max)':>34}"
@@ -481,7 +625,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "(a request per row cannot write a million rows in reasonable time: each "
             "baseline writes a slice of the same rows, and the sides are compared by rows/s)"
         )
-        rows_out = comparisons(runs, args.latency_ms)
+        rows_out = comparisons(runs, cpu, args.latency_ms, args.schema)
         print_comparisons(rows_out)
         sys.stdout.flush()
         if args.profile:
@@ -489,8 +633,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             profile_partition(server.ingest_url, 100_000)
     summary = {
         "benchmark": "spark",
-        "title": "Spark foreachPartition to a 20 ms HTTP endpoint",
+        "title": f"Spark ({args.schema} rows) to a {args.latency_ms:g} ms HTTP endpoint",
         "config": {
+            "schema": args.schema,
             "rows": counts,
             "partitions": PARTITIONS,
             "batch": BATCH,

@@ -25,6 +25,7 @@ import orjson
 from ..packed import PackedEntries
 from .contract import JsonContract
 from .errors import EntryEncodingError
+from .instants import timestamp_texts
 from .text import duration_text, interval_text, variant_text
 
 if TYPE_CHECKING:
@@ -54,24 +55,35 @@ def encode_batch(
         EntryEncodingError: a column holds a value the contract cannot write (text that
             is not UTF-8, a date beyond year 9999...), naming the column.
     """
-    import pyarrow as pa
-    import pyarrow.compute as pc
 
     names = list(batch.schema.names) if names is None else names
     if batch.num_rows == 0:
         return PackedEntries(b"", [], [])
-    encode = _Encoder(contract)
-    arguments: list[Any] = []
-    literal = b"{"
-    for name, field, column in zip(names, batch.schema, batch.columns, strict=True):
-        values, quoted = encode.top(column, field, name)
-        quote = b'"' if quoted else b""
-        arguments += [_bytes(literal + orjson.dumps(name) + b":" + quote), values]
-        literal = quote + b","
     if not names:
-        arguments.append(pa.nulls(batch.num_rows, pa.binary()).fill_null(b""))
-    arguments += [_bytes((literal[:-1] if names else b"{") + b"},"), _bytes(b"")]
-    return _packed(pc.binary_join_element_wise(*arguments))
+        return _packed(_repeat(b"{},", batch.num_rows))
+    encode = _Encoder(contract)
+    parts: list[bytes | Text] = []
+    for name, field, column in zip(names, batch.schema, batch.columns, strict=True):
+        parts += [b"," if parts else b"{", orjson.dumps(name) + b":"]
+        parts.append(encode.top(column, field, name))
+    return _packed(_concat([*parts, b"},"]))
+
+
+def _concat(parts: list[bytes | Text]) -> pa.Array:
+    """The element-wise concatenation of literal bytes and columns' text, a column that
+    is a string's content put between quotes by the literals around it (one pass)."""
+    import pyarrow.compute as pc
+
+    arguments: list[Any] = []
+    literal = b""
+    for part in parts:
+        if isinstance(part, bytes):
+            literal += part
+            continue
+        values, quoted = part
+        arguments += [_bytes(literal + (b'"' if quoted else b"")), values]
+        literal = b'"' if quoted else b""
+    return pc.binary_join_element_wise(*arguments, _bytes(literal), _bytes(b""))
 
 
 def encode_column(column: pa.Array, contract: JsonContract, name: str = "") -> pa.Array:
@@ -179,6 +191,11 @@ class _Encoder:
         kind = column.type
         if kind.unit != "us":
             column = column.cast(pa.timestamp("us", kind.tz))
+        if kind.tz is None or self.contract.utc:
+            suffix = b"" if kind.tz is None else b"Z"
+            texts = timestamp_texts(column.cast(pa.int64()), suffix)
+            if texts is not None:
+                return texts
         if kind.tz is None:
             text = column.cast(pa.string())
         elif self.contract.utc:
@@ -191,21 +208,17 @@ class _Encoder:
         return text.view(pa.binary())
 
     def _struct(self, column: pa.Array, path: str) -> pa.Array:
-        import pyarrow.compute as pc
 
         kind = column.type
         if kind.num_fields == 0:
             return _where_valid(column, _repeat(b"{}", len(column)))
         children = column.flatten()  # sliced, with the struct's own nulls applied
-        arguments: list[Any] = []
-        literal = b"{"
+        parts: list[bytes | Text] = []
         for index, child in enumerate(children):
             field = kind.field(index)
-            arguments += [_bytes(literal + orjson.dumps(field.name) + b":")]
-            arguments.append(self.text(child, field, _join(path, field.name)))
-            literal = b","
-        arguments += [_bytes(b"}"), _bytes(b"")]
-        return _where_valid(column, pc.binary_join_element_wise(*arguments))
+            parts += [b"," if parts else b"{", orjson.dumps(field.name) + b":"]
+            parts.append(self._column(child, field, _join(path, field.name)))
+        return _where_valid(column, _concat([*parts, b"}"]))
 
     def _list(self, column: pa.Array, path: str) -> pa.Array:
         import pyarrow as pa
@@ -222,7 +235,6 @@ class _Encoder:
 
     def _map(self, column: pa.Array, path: str) -> pa.Array:
         import pyarrow as pa
-        import pyarrow.compute as pc
 
         kind = column.type
         key_type = kind.key_type
@@ -232,11 +244,11 @@ class _Encoder:
                 "to_json(key) as the key (transform_keys) before writing"
             )  # fmt: skip
         offsets, entries = _spans(column)
-        keys = self.text(entries.field(0), kind.key_field, f"{path}{{}}")
+        keys: Text = self._column(entries.field(0), kind.key_field, f"{path}{{}}")
         if not (pa.types.is_string(key_type) or pa.types.is_large_string(key_type)):
-            keys = _as_json_key(keys)
-        items = self.text(entries.field(1), kind.item_field, f"{path}{{}}")
-        pairs = pc.binary_join_element_wise(keys, _bytes(b":"), items, _bytes(b""))
+            keys = _as_json_key(self.text(entries.field(0), kind.key_field, path)), False
+        items = self._column(entries.field(1), kind.item_field, f"{path}{{}}")
+        pairs = _concat([keys, b":", items])
         return _wrap_joined(column, offsets, pairs, b"{", b"}")
 
 
