@@ -122,12 +122,29 @@ class ArrowRows(Sequence[dict[str, Any]]):
 
     def _build(self) -> list[dict[str, Any]]:
         source, start = self.source, self.start
+        try:
+            values = self.batch.to_pylist(maps_as_pydicts="strict")
+        except ValueError:  # text that is not UTF-8 (UnicodeDecodeError) among them
+            values = [self._row_by_values(index) for index in range(len(self))]
         rows: list[dict[str, Any]] = []
-        for offset, fields in enumerate(self.batch.to_pylist(maps_as_pydicts="strict")):
+        for offset, fields in enumerate(values):
             row = ArrowRow(fields)
             row.source, row.index = source, start + offset
             rows.append(row)
         return rows
+
+    def _row_by_values(self, index: int) -> dict[str, Any]:
+        """Row ``index`` value by value: a string that is not UTF-8 keeps its bytes, so
+        that the row can still be reported (a bad record, a dead letter) as it is."""
+        import pyarrow as pa
+
+        fields: dict[str, Any] = {}
+        for name, column in zip(self.names, self.batch.columns, strict=True):
+            try:
+                fields[name] = column[index].as_py(maps_as_pydicts="strict")
+            except ValueError:
+                fields[name] = column.view(pa.binary())[index].as_py()
+        return fields
 
     def __repr__(self) -> str:
         return f"ArrowRows({len(self)} rows, names={list(self.names)!r})"

@@ -82,6 +82,7 @@ from sides import (
     write_summary,
 )
 
+from asyncsink.demo.events import event_columns
 from asyncsink.testing import Faults, FaultServer
 
 BATCH = 500
@@ -136,31 +137,11 @@ def start_spark() -> Any:
     return session
 
 
-EVENT_COLUMNS = (
-    "id",
-    "timestamp_micros(1700000000000000 + id * 1000003) AS ts",
-    "date_add(date'2024-01-01', cast(id % 365 AS int)) AS day",
-    "element_at(array('click', 'view', 'purchase', 'signup'), cast(id % 4 + 1 AS int)) AS kind",
-    "named_struct('id', id % 100000, 'name', concat('user-', cast(id % 100000 AS string)), "
-    "'country', element_at(array('FR', 'US', 'DE', 'JP', 'BR'), cast(id % 5 + 1 AS int))) "
-    "AS user",
-    "array(concat('tag-', cast(id % 10 AS string)), concat('tag-', cast(id % 7 AS string))) "
-    "AS tags",
-    "map('source', 'web', 'campaign', concat('spring-', cast(id % 50 AS string)), "
-    "'page', concat('/product/', cast(id % 1000 AS string))) AS attrs",
-    "cast((id * 37) % 100000 / 100 AS decimal(12, 2)) AS amount",
-    "(id % 1000) / 7.0d AS score",
-    "id % 7 != 0 AS ok",
-)
-"""A typical event table: id long, ts timestamp, day date, kind string, user struct,
-tags array, attrs map, amount decimal(12,2), score double, ok boolean (~330 B of JSON)."""
-
-
 def rows(spark: Any, count: int, schema: str = "events") -> Any:
     """``count`` rows in two partitions with a unique ``id``: the event table
-    (``EVENT_COLUMNS``), or flat columns (~85 bytes of JSON a row)."""
+    (``asyncsink.demo.events``), or flat columns (~85 bytes of JSON a row)."""
     if schema == "events":
-        return spark.range(0, count, 1, PARTITIONS).selectExpr(*EVENT_COLUMNS)
+        return spark.range(0, count, 1, PARTITIONS).selectExpr("id", *event_columns("id"))
     return spark.range(0, count, 1, PARTITIONS).selectExpr(
         "concat('r-', lpad(cast(id AS string), 9, '0')) AS id",
         "id AS seq",

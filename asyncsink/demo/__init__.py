@@ -5,7 +5,8 @@ reading the shards before anything is re-sent).
 The demo starts a local Spark session (``local[2,3]``, so a failed task is retried), a
 local destination that injects faults (the fault server for ``http``: latency, throttling,
 5xx answers and per-entry failures), and a streaming query: a ``rate-micro-batch`` source,
-a deterministic projection (``concat('r', value) AS id, value``) and ``foreach_batch`` with
+a deterministic projection to the rows of an event table (an id, a timestamp, a date, a
+struct, an array, a map, a decimal...; ``demo.events``) and ``foreach_batch`` with
 durable call records in a temporary SQLite file. In one early micro-batch the first
 attempt of partition 0 kills its own Python worker (``os._exit``) just after one of its
 requests was answered, before the answer is recorded: the destination holds that

@@ -17,6 +17,7 @@ import orjson
 
 from ..stats import WriterStatistics
 from .destinations import DemoUnavailable, Destination, destination_for
+from .events import event_columns
 from .settings import DemoReport, DemoSettings, KillInfo, plural
 from .writer import KILL_AT_OPTION, KILL_MARKER_OPTION, SINK_OPTION
 
@@ -238,7 +239,7 @@ def _stream(
         .option("numPartitions", settings.partitions)
         .load()
         .where(f"value < {settings.rows}")
-        .selectExpr("concat('r', value) AS id", "value")
+        .selectExpr("concat('r', value) AS id", "value", *event_columns("value"))
     )
     print(streaming_line(settings), file=out, flush=True)
     query = (

@@ -862,3 +862,36 @@ async def test_slow_compression_does_not_change_the_bytes(endpoint: Endpoint) ->
     (request,) = endpoint.requests
     assert orjson.loads(gzip.decompress(request.content)) == rows
     assert gzip.compress(gzip.decompress(request.content), 6, mtime=0) == request.content
+
+
+def not_utf8_batch() -> Any:
+    """Rows ``a``, (bytes that are not UTF-8), ``c`` of a string column ``id``."""
+    import struct
+
+    import pyarrow as pa
+
+    offsets = pa.py_buffer(struct.pack("<4i", 0, 1, 3, 4))
+    text = pa.Array.from_buffers(pa.string(), 3, [None, offsets, pa.py_buffer(b"a\xff\xfec")])
+    return pa.RecordBatch.from_arrays([text, pa.array([1, 2, 3])], ["id", "v"])
+
+
+async def test_a_bad_value_in_a_record_batch_is_a_bad_record_at_its_position(
+    endpoint: Endpoint,
+) -> None:
+    from asyncsink import ArrowRows
+
+    with pytest.raises(BadRecordError) as caught:
+        await deliver(writer(), ArrowRows(not_utf8_batch()))
+    assert caught.value.position == 1
+    assert "'id'" in str(caught.value) and "UTF-8" in str(caught.value)
+
+
+async def test_a_bad_value_in_a_record_batch_goes_to_dead_letter_and_the_rest_is_sent(
+    endpoint: Endpoint,
+) -> None:
+    from asyncsink import ArrowRows
+
+    letters: list[DeadLetter] = []
+    await deliver(writer(fast(dead_letter=letters.append)), ArrowRows(not_utf8_batch()))
+    assert [letter.position for letter in letters] == [1]
+    assert sorted(entry["id"] for entry in endpoint.entries()) == ["a", "c"]
