@@ -142,8 +142,8 @@ class KinesisOptions(JsonOptions):
     payload_field: str | None = option(
         None,
         doc="Field whose value is the record's data: bytes as they are, text as UTF-8. By "
-        "default the whole row is the data, as a JSON object (dates and timestamps in ISO "
-        "8601, decimals as exact numbers, binary as base64, NaN and infinities as null).",
+        "default the whole row is the data, as a JSON object under the JSON contract "
+        "(see 'The JSON contract' in the README).",
     )
     max_record_size_in_bytes: int = option(
         DEFAULT_MAX_RECORD_BYTES,
