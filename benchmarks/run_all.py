@@ -47,6 +47,7 @@ class Benchmark:
     name: str
     script: str
     what: str
+    args: tuple[str, ...] = ()
 
 
 BENCHMARKS = (
@@ -55,8 +56,30 @@ BENCHMARKS = (
         "bench_http.py",
         "HTTP sink vs hand-written aiohttp and httpx+anyio loops and a requests loop",
     ),
-    Benchmark("spark", "bench_spark.py", "Spark foreachPartition: asyncsink vs requests"),
+    Benchmark(
+        "spark-0ms",
+        "bench_spark.py",
+        "Spark event rows, 0 ms: asyncsink vs to_json + mapInArrow + aiohttp",
+        ("--latency-ms", "0", "--sides", "asyncsink,source,durable,peer,peer_null"),
+    ),
+    Benchmark(
+        "spark",
+        "bench_spark.py",
+        "Spark event rows, 20 ms: asyncsink vs the hand-written peer and requests loops",
+    ),
+    Benchmark(
+        "spark-flat",
+        "bench_spark.py",
+        "Spark flat rows, 20 ms: asyncsink vs requests loops and null sinks",
+        ("--schema", "flat"),
+    ),
+    Benchmark(
+        "spark-sinks", "bench_spark_sinks.py", "Spark event rows to HTTP, Kinesis, Elasticsearch"
+    ),
     Benchmark("memory", "bench_memory.py", "peak RSS, 1M vs 10M entries"),
+    Benchmark(
+        "spark-memory", "bench_spark_memory.py", "Python worker peak RSS, 1M vs 10M event rows"
+    ),
     Benchmark("kinesis", "bench_kinesis.py", "Kinesis sink vs a boto3 put_records loop"),
     Benchmark(
         "elasticsearch",
@@ -70,7 +93,8 @@ def run_one(benchmark: Benchmark, quick: bool) -> dict[str, Any]:
     """Run one benchmark script (its output goes straight to ours); its JSON summary."""
     with tempfile.TemporaryDirectory(prefix="asyncsink-bench-") as tmp:
         out = Path(tmp) / f"{benchmark.name}.json"
-        command = [sys.executable, str(HERE / benchmark.script), "--json", str(out)]
+        command = [sys.executable, str(HERE / benchmark.script), *benchmark.args]
+        command += ["--json", str(out)]
         if quick:
             command.append("--quick")
         started = time.monotonic()
