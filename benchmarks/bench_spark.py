@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import os
 import shutil
 import statistics
 import sys
@@ -78,6 +77,7 @@ from sides import (
     machine,
     rotating_rounds,
     side_label,
+    spark_session,
     spread,
     write_summary,
 )
@@ -118,19 +118,7 @@ DURABLE_CPU_TARGET = 1.10  # durable records / none, CPU per row
 
 
 def start_spark() -> Any:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
-    session = (
-        SparkSession.builder.master(f"local[{PARTITIONS}]")
-        .appName("asyncsink-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
+    session = spark_session(f"local[{PARTITIONS}]")
     from asyncsink.spark import register_data_sources
 
     register_data_sources(session)

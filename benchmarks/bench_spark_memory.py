@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from sides import load_average, machine, write_summary
+from sides import load_average, machine, spark_session, write_summary
 
 GOAL_MB = 50.0
 
@@ -43,22 +43,11 @@ def worker_peak(batches: Any) -> Any:
 
 def child(count: int) -> None:
     """Write ``count`` event rows from a fresh session; print the figures as JSON."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
     from asyncsink.demo.events import event_columns
     from asyncsink.spark import foreach_partition
     from asyncsink.testing import Faults, FaultServer
 
-    spark = (
-        SparkSession.builder.master("local[1]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = spark_session("local[1]")
     try:
         with FaultServer(Faults(latency_ms=0)) as server:
             df = spark.range(0, count, 1, 1).selectExpr("id", *event_columns("id"))

@@ -20,13 +20,20 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from sides import _tree_rusage, descendants_cpu, load_average, machine, spread, write_summary
+from sides import (
+    _tree_rusage,
+    descendants_cpu,
+    load_average,
+    machine,
+    spark_session,
+    spread,
+    write_summary,
+)
 
 from asyncsink.demo.destinations import destination_for
 from asyncsink.demo.events import event_columns
@@ -36,19 +43,8 @@ ROWS = {"http": 300_000, "kinesis": 40_000, "elasticsearch": 200_000}
 
 
 def start_spark() -> Any:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = spark_session("local[2]")
     return spark
 
 

@@ -258,6 +258,25 @@ def spread(values: Sequence[float], digits: int = 0) -> str:
     return f"{statistics.median(values):{fmt}} ({min(values):{fmt}}-{max(values):{fmt}})"
 
 
+def spark_session(master: str, app: str = "asyncsink-bench") -> Any:
+    """A quiet local Spark session whose Python workers run this interpreter, on the
+    loopback address."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master(master)
+        .appName(app)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
 def load_average() -> str:
     """The machine's load average (1, 5 and 15 minutes) and its CPU count, for a table."""
     one, five, fifteen = os.getloadavg()

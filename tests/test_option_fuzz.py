@@ -47,6 +47,7 @@ OUT_OF_RANGE: dict[str, tuple[Any, dict[str, Any]]] = {
     "bodyFormat": ("xml", {}),
     "contentType": ("t\u00e9xt/plain", {}),
     "decimalAs": ("float", {}),
+    "timeZone": ("Mars/Olympus_Mons", {}),
     "gzipLevel": ("10", {}),
     "idempotencyHeader": ("Idempotency Key", {}),
     "reconcileUrl": ("http://127.0.0.1:8080/status", {}),

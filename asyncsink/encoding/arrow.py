@@ -63,9 +63,9 @@ def encode_batch(
         return _packed(_repeat(b"{},", batch.num_rows))
     encode = _Encoder(contract)
     parts: list[bytes | Text] = []
-    for name, field, column in zip(names, batch.schema, batch.columns, strict=True):
+    for name, column in zip(names, batch.columns, strict=True):
         parts += [b"," if parts else b"{", orjson.dumps(name) + b":"]
-        parts.append(encode.top(column, field, name))
+        parts.append(encode.column(column, name))
     return _packed(_concat([*parts, b"},"]))
 
 
@@ -93,9 +93,8 @@ def encode_column(column: pa.Array, contract: JsonContract, name: str = "") -> p
     Raises:
         EntryEncodingError: as ``encode_batch``.
     """
-    import pyarrow as pa
 
-    return _Encoder(contract).text(column, pa.field(name or "value", column.type), name)
+    return _Encoder(contract).text(column, name)
 
 
 def _bytes(value: bytes) -> pa.Scalar:
@@ -121,13 +120,9 @@ class _Encoder:
     def __init__(self, contract: JsonContract) -> None:
         self.contract = contract
 
-    def top(self, column: pa.Array, field: pa.Field, path: str) -> Text:
-        """A top-level column's text, left unquoted where the row can quote it."""
-        return self._column(column, field, path)
-
-    def text(self, column: pa.Array, field: pa.Field, path: str) -> pa.Array:
+    def text(self, column: pa.Array, path: str) -> pa.Array:
         """Complete JSON text of each value (quotes included)."""
-        values, quoted = self._column(column, field, path)
+        values, quoted = self.column(column, path)
         if not quoted:
             return values
         import pyarrow.compute as pc
@@ -135,13 +130,14 @@ class _Encoder:
         quote = _bytes(b'"')
         return pc.binary_join_element_wise(quote, values, quote, _bytes(b""))
 
-    def _column(self, column: pa.Array, field: pa.Field, path: str) -> Text:
+    def column(self, column: pa.Array, path: str) -> Text:
+        """The text of each value, a string's content left for the caller to quote."""
         import pyarrow as pa
 
         kind = column.type
         types = pa.types
         if types.is_dictionary(kind):
-            return self._column(column.dictionary_decode(), field, path)
+            return self.column(column.dictionary_decode(), path)
         if types.is_null(kind):
             return pa.nulls(len(column), pa.binary()).fill_null(b"null"), False
         if types.is_boolean(kind) or types.is_integer(kind):
@@ -215,9 +211,9 @@ class _Encoder:
         children = column.flatten()  # sliced, with the struct's own nulls applied
         parts: list[bytes | Text] = []
         for index, child in enumerate(children):
-            field = kind.field(index)
-            parts += [b"," if parts else b"{", orjson.dumps(field.name) + b":"]
-            parts.append(self._column(child, field, _join(path, field.name)))
+            name = kind.field(index).name
+            parts += [b"," if parts else b"{", orjson.dumps(name) + b":"]
+            parts.append(self.column(child, _join(path, name)))
         return _where_valid(column, _concat([*parts, b"}"]))
 
     def _list(self, column: pa.Array, path: str) -> pa.Array:
@@ -230,7 +226,7 @@ class _Encoder:
             values = column.values.slice(column.offset * size, len(column) * size)
         else:
             offsets, values = _spans(column)
-        texts = self.text(values, kind.value_field, f"{path}[]")
+        texts = self.text(values, f"{path}[]")
         return _wrap_joined(column, offsets, texts, b"[", b"]")
 
     def _map(self, column: pa.Array, path: str) -> pa.Array:
@@ -244,10 +240,10 @@ class _Encoder:
                 "to_json(key) as the key (transform_keys) before writing"
             )  # fmt: skip
         offsets, entries = _spans(column)
-        keys: Text = self._column(entries.field(0), kind.key_field, f"{path}{{}}")
+        keys: Text = self.column(entries.field(0), f"{path}{{}}")
         if not (pa.types.is_string(key_type) or pa.types.is_large_string(key_type)):
-            keys = _as_json_key(self.text(entries.field(0), kind.key_field, path)), False
-        items = self._column(entries.field(1), kind.item_field, f"{path}{{}}")
+            keys = _as_json_key(self.text(entries.field(0), path)), False
+        items = self.column(entries.field(1), f"{path}{{}}")
         pairs = _concat([keys, b":", items])
         return _wrap_joined(column, offsets, pairs, b"{", b"}")
 
