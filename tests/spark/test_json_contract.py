@@ -1,5 +1,6 @@
 """The JSON contract, end to end: one DataFrame holding every Spark SQL type with edge
-values goes through every path (``foreach_partition``, the batch data source) and every
+values goes through every path (``foreach_partition``, ``foreach_batch``, the batch and
+streaming data sources) and every
 sink's encoding; all give the same bytes, each value as the contract's table says, and
 every timestamp names the instant Spark holds, in a session whose zone is not the Python
 workers' own."""
@@ -16,7 +17,7 @@ from asyncsink.arrow_rows import ArrowRows
 from asyncsink.encoding import JsonContract, encode_batch
 from asyncsink.sinks.elasticsearch import ElasticsearchOptions, ElasticsearchWriter
 from asyncsink.sinks.kinesis import KinesisOptions, KinesisWriter
-from asyncsink.spark import foreach_partition
+from asyncsink.spark import foreach_batch, foreach_partition
 from asyncsink.spark.arrow import map_partitions_in_arrow
 from tests.spark.test_arrow_http import keeper  # noqa: F401 - the endpoint that keeps bodies
 
@@ -71,6 +72,9 @@ def test_every_path_and_sink_gives_the_contracts_bytes(edges: Any, keeper: Any) 
     keeper.entries.clear()
     edges.write.format("asyncsink-http").options(**options).mode("append").save()
     assert sorted(keeper.entries) == through_foreach
+    keeper.entries.clear()
+    foreach_batch("http", options)(edges, 0)  # what foreachBatch calls for each micro-batch
+    assert sorted(keeper.entries) == through_foreach
 
     encoded = sum(map_partitions_in_arrow(edges, each_sink, as_dicts=True, chunked=True), [])
     assert sorted(entry for entries in encoded for entry in entries) == through_foreach
@@ -101,3 +105,30 @@ def test_every_path_and_sink_gives_the_contracts_bytes(edges: Any, keeper: Any) 
         ours = dt.datetime.fromisoformat(entry["ts"])
         assert ours == dt.datetime.fromisoformat(spark_text[entry["id"]])
     assert second["ts"] == "2024-03-10T11:30:00.000000Z"  # 07:30 EDT in New York
+
+
+def test_a_stream_through_the_data_source_gives_the_same_bytes(
+    edges: Any,
+    keeper: Any,  # noqa: F811
+    tmp_path: Any,
+) -> None:
+    # A file stream of the edge rows (Parquet holds every column but the intervals and
+    # times), written by the streaming data source and by foreach_partition.
+    rows = edges.drop("dti", "tm")
+    rows.write.parquet(str(tmp_path / "in"))
+    url = f"http://127.0.0.1:{keeper.server_port}/ingest"
+    options = {"url": url, "bodyFormat": "ndjson"}
+    assert foreach_partition(rows, "http", options).delivered == 2
+    expected = sorted(keeper.entries)
+    keeper.entries.clear()
+    stream = edges.sparkSession.readStream.schema(rows.schema).parquet(str(tmp_path / "in"))
+    query = (
+        stream.writeStream.format("asyncsink-http")
+        .options(**options)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(120)
+    assert query.exception() is None
+    assert sorted(keeper.entries) == expected
