@@ -8,6 +8,7 @@ from tests.servers.emulators import (
     kinesalite_endpoint,  # noqa: F401
     moto_endpoint,  # noqa: F401
 )
+from tests.servers.postgres import postgres_server, postgres_url  # noqa: F401
 
 
 @pytest.fixture

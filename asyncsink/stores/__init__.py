@@ -6,6 +6,7 @@
     open_store("sqlite:///var/lib/asyncsink/calls.db")  # absolute path
     open_store("sqlite://calls.db")                    # relative to the working directory
     open_store("dynamodb://calls?region=us-east-1")     # needs asyncsink[kinesis]
+    open_store("postgresql://app@db:5432/pipelines")   # needs asyncsink[postgresql]
     open_store(default_store_url())                    # the user's private default file
 
 Stores are looked up by URL scheme in a registry that names each implementation as
@@ -44,10 +45,14 @@ _registry: dict[str, str | type[RecordStore]] = {
     "memory": "asyncsink.stores.memory:MemoryStore",
     "sqlite": "asyncsink.stores.sqlite:SQLiteStore",
     "dynamodb": "asyncsink.stores.dynamodb:DynamoDBStore",
+    "postgresql": "asyncsink.stores.postgresql:PostgreSQLStore",
+    "postgres": "asyncsink.stores.postgresql:PostgreSQLStore",
 }
 
 _install_hints: dict[str, str] = {
     "dynamodb": "pip install asyncsink[kinesis]",
+    "postgresql": "pip install asyncsink[postgresql]",
+    "postgres": "pip install asyncsink[postgresql]",
 }
 
 _T = TypeVar("_T")

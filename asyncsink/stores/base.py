@@ -6,7 +6,8 @@ decodes them. Every write is conditional on the caller's epoch, so an attempt th
 attempt took the scope from can no longer change anything (``FencedError``).
 
 Implementations: ``memory`` (tests, one process), ``sqlite`` (embedded default, one file
-shared by the processes of one machine) and ``dynamodb`` (clusters).
+shared by the processes of one machine), ``postgresql`` (any cluster) and ``dynamodb``
+(clusters on AWS).
 """
 
 from __future__ import annotations
@@ -197,6 +198,15 @@ class RecordStore(abc.ABC):
         doomed = [key for key in state.records if key.startswith(drop_prefixes) and key not in puts]
         if doomed:
             await self.put(scope, state.epoch, {}, doomed)
+
+    async def verify(self) -> None:  # noqa: B027 - optional hook
+        """Fail now if the store cannot serve: what the Spark driver calls before any task
+        starts. The default checks nothing; a store reached over the network connects and
+        checks its tables.
+
+        Raises:
+            DurableError: the store cannot be reached, or its tables cannot serve.
+        """
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release connections and handles. The default has nothing to release.

@@ -11,12 +11,22 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, parse_qsl, urlsplit
 
-__all__ = ["DynamoDBURL", "parse_dynamodb_url", "parse_memory_url", "parse_sqlite_url"]
+__all__ = [
+    "DynamoDBURL",
+    "PostgreSQLURL",
+    "parse_dynamodb_url",
+    "parse_memory_url",
+    "parse_postgresql_url",
+    "parse_sqlite_url",
+]
 
 _TABLE_NAME = re.compile(r"[A-Za-z0-9_.-]{3,255}")
 _REGION = re.compile(r"[a-z]{2}(-[a-z0-9]+)+")
+_PG_NAME = r"[A-Za-z_][A-Za-z0-9_]{0,39}"
+_PG_TABLE = re.compile(rf"(?:({_PG_NAME})\.)?({_PG_NAME})")
+_PG_OWN_OPTIONS = ("create_table", "table")
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +37,58 @@ class DynamoDBURL:
     region: str | None = None
     endpoint_url: str | None = None
     create_table: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class PostgreSQLURL:
+    """What a ``postgresql://...`` URL names: the libpq connection URI (the URL without
+    the store's own options) and the tables ``<table>_scopes`` and ``<table>_records``,
+    in ``schema`` when given (else the first schema of the ``search_path``)."""
+
+    conninfo: str
+    table: str = "asyncsink"
+    schema: str | None = None
+    create_table: bool = True
+
+
+def parse_postgresql_url(url: str) -> PostgreSQLURL:
+    """The connection URI and the store options of
+    ``postgresql://[user[:password]@][host][:port][/dbname][?table=..&create_table=..&...]``.
+
+    ``table`` (``NAME`` or ``SCHEMA.NAME``, default ``asyncsink``) and ``create_table``
+    (``true``/``false``) are the store's; every other option stays in the URI for libpq
+    (``sslmode``, ``connect_timeout``, ``service``, ...), which checks their names when
+    the store is opened. ``postgres://`` is accepted as well.
+
+    Raises:
+        ValueError: not a postgresql URL, or a malformed ``table`` or ``create_table``.
+    """
+    form = "postgresql://[user@]host[:port]/dbname[?table=NAME]"
+    scheme, separator, rest = url.partition("://")
+    if not separator or scheme.lower() not in ("postgresql", "postgres"):
+        raise ValueError(f"not a postgresql store URL (expected {form})")
+    base, _, query = rest.partition("?")
+    if "#" in rest:
+        raise ValueError(f"a postgresql store URL has no fragment (expected {form})")
+    try:
+        items = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
+    except ValueError:
+        raise ValueError(
+            f"malformed options in a postgresql store URL (expected {form}&NAME=VALUE...)"
+        ) from None
+    own = {name: value for name, value in items if name in _PG_OWN_OPTIONS}
+    kept = "&".join(part for part in query.split("&") if part.partition("=")[0] not in own)
+    match = _PG_TABLE.fullmatch(own.get("table", "asyncsink"))
+    if match is None:
+        raise ValueError(
+            "postgresql store option table must be NAME or SCHEMA.NAME, each a letter or "
+            "'_' then up to 39 letters, digits or '_'"
+        )
+    create = own.get("create_table", "true").lower()
+    if create not in ("true", "false"):
+        raise ValueError("postgresql store option create_table must be true or false")
+    conninfo = f"postgresql://{base}" + (f"?{kept}" if kept else "")
+    return PostgreSQLURL(conninfo, match.group(2), match.group(1), create_table=create == "true")
 
 
 def parse_memory_url(url: str) -> str:
