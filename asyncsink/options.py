@@ -39,7 +39,14 @@ _MISSING: Any = dataclasses.MISSING
 
 # The options of the Spark integration (``asyncsink.spark``): the scope of the call
 # records and the generic data source's writer. A writer made outside Spark refuses them.
-SPARK_OPTIONS = ("sinkId", "batchId", "recordStore", "retainBatches", "writer")
+SPARK_OPTIONS = (
+    "sinkId",
+    "batchId",
+    "recordStore",
+    "recordStoreScope",
+    "retainBatches",
+    "writer",
+)
 _SIZE_UNITS = {
     **{unit: 1 for unit in ("", "b", "bytes")},
     **{unit: 1024 for unit in ("k", "kb", "kib")},

@@ -69,6 +69,7 @@ OUT_OF_RANGE: dict[str, tuple[Any, dict[str, Any]]] = {
     "payloadField": ("", {}),
     "maxRecordSizeInBytes": ("10485761", {}),  # Kinesis: above 10 MiB; the core: below 1
     "recordStore": ("mysql://db.example/records", {"sinkId": "fuzz"}),
+    "recordStoreScope": ("everywhere", {"sinkId": "fuzz"}),
 }
 # Options whose every string is allowed: only their type and their name can be wrong.
 FREE_TEXT = {

@@ -72,6 +72,7 @@ def _chunks_task(spec: SinkSpec, identity: RunIdentity, chunks: Any) -> Partitio
 
 def _write(df: Any, spec: SinkSpec, identity: RunIdentity) -> list[PartitionResult]:
     check_workers(df)
+    spec.check_master(df)
     check_columns(df.schema)
     chunks_task = partial(_chunks_task, spec, identity)
     results: list[PartitionResult] = map_partitions_in_arrow(

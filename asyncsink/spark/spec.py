@@ -14,19 +14,20 @@ import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from asyncsink.sinks.registry import SinkEntry, load_path, sink_entry
 
-from ..errors import OptionError
+from ..errors import DurableError, OptionError
+from ..masking import mask_url
 from ..options import Options, SinkOptions, option, option_specs, parse_options, raise_unknown
 from ..recording import CallRecorder
-from ..stores import check_store_url, default_store_url
+from ..stores import RecordStore, check_store_url, default_store_url, open_store
 from ..stores.sqlite_file import open_connection
 from ..stores.urls import parse_sqlite_url
 from ..writer import AsyncSinkWriter
 
-__all__ = ["DurableOptions", "SinkSpec", "store_for_spark"]
+__all__ = ["DurableOptions", "SinkSpec", "is_local_master", "master_of", "store_for_spark"]
 
 _CHECK_TIMEOUT_S = 10.0  # how long the driver waits for another process's write to the file
 
@@ -79,8 +80,10 @@ class DurableOptions(Options):
         kind="str",
         doc="Where call records live (with sinkId): sqlite:///path.db (one machine; a "
         "relative path is taken from the driver's working directory, and the driver opens "
-        "the file before any task starts), dynamodb://table"
-        "?region=... (clusters; also endpoint_url=... for another endpoint, and "
+        "the file before any task starts), postgresql://user@host:5432/dbname (any cluster; "
+        "also table=NAME and create_table=false, libpq's options, and the PG* variables; "
+        "the driver connects before any task starts), dynamodb://table"
+        "?region=... (clusters on AWS; also endpoint_url=... for another endpoint, and "
         "create_table=false to use an existing table only; credentials come from the AWS SDK's "
         "default chain) or memory://name (tests without Spark: each process holds its "
         "own). The default is a SQLite file private to the user: "
@@ -95,6 +98,13 @@ class DurableOptions(Options):
         "skips what that run delivered (and fails if its input changed). Without it every "
         "batch write is a new run. Not for streams, which use their query's id and "
         "micro-batch ids.",
+    )
+    record_store_scope: Literal["cluster", "machine"] = option(
+        "cluster",
+        doc="Who must reach the record store: cluster (every executor; a sqlite:// store "
+        "is refused on a master that is not local[...]) or machine (you know every "
+        "executor runs on this machine, or opens the same file: a one-node cluster; not "
+        "over NFS, where SQLite's locks do not hold).",
     )
     retain_batches: int = option(
         10,
@@ -166,11 +176,49 @@ class SinkSpec:
                 message=f"option 'recordStore': {store!r} keeps call records in one Python "
                 "process, but Spark runs tasks in several (a retried task would not see "
                 "them, and would send again what they say was delivered): use sqlite:// "
-                "(one machine) or dynamodb:// (a cluster)",
+                "(one machine), postgresql:// (any cluster) or dynamodb:// (AWS)",
             )
         pinned = store_for_spark(self.durable.store_url)
         object.__setattr__(self, "durable", dataclasses.replace(self.durable, record_store=pinned))
         return self
+
+    def check_master(self, df: Any) -> None:
+        """Refuse a record store that only this machine holds when the Spark master of
+        ``df``'s session runs executors elsewhere: each would keep records of its own, a
+        task retried on another executor would send again what the first attempt
+        delivered, and the driver's seal would not reach them. The master is read from
+        the session's conf ``spark.master``, which a Spark Connect client and the Connect
+        server's ``foreachBatch`` see as well; a master that cannot be read is not refused.
+
+        Only ``local`` and ``local[...]`` keep every task on this machine;
+        ``local-cluster[...]`` and every cluster manager do not. ``recordStoreScope=machine``
+        says that every executor reaches the same SQLite file after all.
+
+        Raises:
+            OptionError: the store is a SQLite file and the master is not local.
+        """
+        durable = self.durable
+        url = durable.store_url
+        if durable.sink_id is None or durable.record_store_scope == "machine":
+            return
+        if not url.lower().startswith("sqlite:"):
+            return
+        master = master_of(df)
+        if master is None or is_local_master(master):
+            return
+        given = any(key.lower() == "recordstore" for key in self.options)
+        what = f"{mask_url(url)!r}" if given else f"the default record store {mask_url(url)!r}"
+        raise OptionError(
+            "recordStore",
+            "",
+            "",
+            message=f"option 'recordStore': {what} is a SQLite file on each machine, but "
+            f"master {master!r} runs executors on other machines: each would keep records "
+            "of its own (a task retried elsewhere would send again what was delivered, and "
+            "the driver's completion would not reach them). Use postgresql://... (any "
+            "cluster) or dynamodb://... (AWS); if every executor runs on this machine or "
+            "opens this same file (not over NFS), set recordStoreScope=machine",
+        )
 
     def for_stream(self) -> SinkSpec:
         """This spec, checked for a streaming query.
@@ -269,13 +317,16 @@ def store_for_spark(url: str) -> str:
     and the driver could complete scopes in another file than the tasks recorded them in.
     The file is then opened once, as a task would open it (created, with its schema, when
     missing), so a path that cannot serve (a directory, a file that is not a record store,
-    one that cannot be created) fails here, naming the option. Other stores are checked
-    where they are opened.
+    one that cannot be created) fails here, naming the option. Other stores are asked to
+    ``verify`` themselves: a PostgreSQL store connects and checks its tables, so an
+    unknown host, a refused login or a missing table fails here too.
 
     Raises:
-        OptionError: the SQLite file cannot be opened as a record store.
+        OptionError: the SQLite file cannot be opened as a record store, or the store
+            fails its check.
     """
     if not url.lower().startswith("sqlite://"):
+        _verify(url)
         return url
     raw, timeout = parse_sqlite_url(url)
     path = Path(raw).absolute()
@@ -291,3 +342,52 @@ def store_for_spark(url: str) -> str:
         ) from exc
     query = url.partition("?")[2]
     return f"sqlite://{path}" + (f"?{query}" if query else "")
+
+
+def is_local_master(master: str) -> bool:
+    """Whether Spark ``master`` runs every task in this process: ``local`` or
+    ``local[...]`` (``local-cluster[...]`` starts executors of their own)."""
+    master = master.strip().lower()
+    return master == "local" or master.startswith("local[")
+
+
+def master_of(df: Any) -> str | None:
+    """The Spark master of the session of ``df`` (a DataFrame or a session), classic or
+    Spark Connect; ``None`` when it cannot be read."""
+    session = getattr(df, "sparkSession", df)
+    try:
+        return str(session.sparkContext.master)  # classic
+    except Exception:  # Spark Connect has no SparkContext: ask the server's conf
+        pass
+    try:
+        master = session.conf.get("spark.master", None)
+    except Exception:
+        return None
+    return master if isinstance(master, str) and master else None
+
+
+def _verify(url: str) -> None:
+    """Open the store at ``url`` and ``verify`` it, as a task would open it.
+
+    Raises:
+        OptionError: it cannot serve.
+    """
+    import anyio
+
+    store = open_store(url)
+    if type(store).verify is RecordStore.verify:
+        return  # nothing to check before it is used
+
+    async def verify() -> None:
+        async with store:
+            await store.verify()
+
+    try:
+        anyio.run(verify)
+    except DurableError as exc:
+        raise OptionError(
+            "recordStore",
+            "",
+            "",
+            message=f"option 'recordStore': the record store cannot be used: {exc}",
+        ) from exc
