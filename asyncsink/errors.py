@@ -218,7 +218,8 @@ class ReplayMismatchError(DurableError):
     replay (a re-run with the same ``batchId``, a batch Spark runs again) whose input
     differs cannot be delivered under the old identity without mixing two inputs. A
     replay that brings a partition its completed batch did not have is refused too
-    (``expected`` is then ``None`` and ``partitions`` says how many the batch had)."""
+    (``expected`` is then ``None`` and ``partitions`` says how many the batch had), and so
+    is, on the driver, a replay that ran another number of partitions (``ran``)."""
 
     def __init__(
         self,
@@ -227,16 +228,23 @@ class ReplayMismatchError(DurableError):
         got: tuple[int, str] | None,
         *,
         partitions: int | None = None,
+        ran: int | None = None,
     ) -> None:
         self.scope = scope
         self.expected = expected
         self.got = got
         self.partitions = partitions
+        self.ran = ran
         sink, *_ = str(scope).split("/")
         if expected is not None and got is not None:
             what = (
                 f"was completed with {expected[0]} entries (digest {expected[1]}) but is "
                 f"replayed with {got[0]} entries (digest {got[1]})"
+            )
+        elif ran is not None:
+            what = (
+                f"is partition 0 of a batch that was completed with {partitions} "
+                f"partition{'s' if partitions != 1 else ''}, replayed with {ran}"
             )
         else:
             what = (

@@ -17,7 +17,11 @@ partitions, or more rows): their scopes are new, with no summary to compare. So 
 batch itself is sealed too: partition 0's scope, sealed last, keeps a ``batch`` record
 with how many partitions the batch completed, and a writer whose scope is new reads it
 before it sends anything (``CompletedBatch``): a new scope in a completed batch means the
-input of a committed run changed.
+input of a committed run changed. A replay in fewer partitions sends nothing its writers
+could tell apart, so the driver compares the partitions that ran with the record before
+it completes anything (``complete_batch``), and never lowers the recorded count. A batch
+of no partitions is recorded as well (partition 0's scope, completed with no entries),
+so rows written later under its ids are refused, not delivered.
 
 The digest is the sum, modulo 2**64, of the CRC-32 of every entry the scope settled
 (acknowledged, skipped as delivered before, or dead-lettered after the destination
@@ -35,7 +39,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from ..errors import CorruptRecordError
+from ..errors import CorruptRecordError, ReplayMismatchError
 from ..stores.base import RecordStore, Scope
 from .records import load_json_object
 
@@ -46,6 +50,7 @@ __all__ = [
     "CompletedBatch",
     "ScopeDigest",
     "ScopeSummary",
+    "complete_batch",
     "complete_scopes",
 ]
 
@@ -117,7 +122,7 @@ class CompletedBatch:
         ValueError: the bytes are not a completed batch (the message says why)."""
         body = load_json_object(data)
         partitions = body.get("partitions")
-        if type(partitions) is not int or partitions < 1:
+        if type(partitions) is not int or partitions < 0:
             raise ValueError(f"not a completed batch: {body!r:.200}")
         return CompletedBatch(partitions)
 
@@ -169,5 +174,39 @@ async def complete_scopes(
         puts = {SUMMARY_KEY: summary.encode(completed_by)}
         if summary.scope in batches:
             puts[BATCH_KEY] = CompletedBatch(batches[summary.scope]).encode()
+        await store.seal(summary.scope, puts, drop_prefixes=CALL_LOG_PREFIXES)
+    return len(ordered)
+
+
+async def complete_batch(
+    store: RecordStore,
+    first: Scope,
+    summaries: Iterable[ScopeSummary],
+    *,
+    partitions: int,
+    completed_by: str = "",
+) -> int:
+    """Spark committed a batch of ``partitions`` partitions (``first`` is its partition
+    0's scope; ``summaries`` those of its partitions): seal them as ``complete_scopes``
+    does with ``whole_batches``; return how many scopes were sealed.
+
+    A batch of no partitions seals ``first`` with no entries, so that a later write
+    under the same ids is refused.
+
+    Raises:
+        ReplayMismatchError: the batch was completed before with another number of
+            partitions (nothing is sealed, and the record keeps its count).
+        DurableError: the store cannot be read or written.
+    """
+    recorded = await CompletedBatch.of(store, first)
+    if recorded is not None and recorded.partitions != partitions:
+        raise ReplayMismatchError(first, None, None, partitions=recorded.partitions, ran=partitions)
+    ordered = sorted(summaries, key=lambda summary: summary.scope == first)
+    if partitions == 0:
+        ordered = [ScopeSummary(first, 0, ScopeDigest().hexdigest())]
+    for summary in ordered:
+        puts = {SUMMARY_KEY: summary.encode(completed_by)}
+        if summary.scope == first:
+            puts[BATCH_KEY] = CompletedBatch(partitions).encode()
         await store.seal(summary.scope, puts, drop_prefixes=CALL_LOG_PREFIXES)
     return len(ordered)

@@ -25,9 +25,9 @@ from typing import Any
 
 import anyio
 
-from ..durable.completion import ScopeSummary, complete_scopes
+from ..durable.completion import ScopeSummary, complete_batch
 from ..stats import WriterStatistics
-from ..stores import open_store
+from ..stores import Scope, open_store
 from .runner import PartitionResult
 from .spec import SinkSpec
 
@@ -103,6 +103,8 @@ def commit_run(
     the driver what was skipped. Returns the summed statistics.
 
     Raises:
+        ReplayMismatchError: the batch was completed before in another number of
+            partitions (a re-run of a named run over other input).
         DurableError: the record store cannot be written (the data is delivered; the
             scopes stay replayable call by call).
     """
@@ -112,8 +114,8 @@ def commit_run(
     if sink_id is None:
         return total
     summaries = [result.summary for result in results if result.summary is not None]
-    if summaries or identity.fresh:
-        anyio.run(_complete, spec, identity, summaries, completed_by, stream)
+    if summaries or identity.fresh or not stream:  # an empty batch write is recorded too
+        anyio.run(_complete, spec, identity, summaries, completed_by, stream, len(results))
     if total.skipped:
         skipping = [
             result.summary.scope
@@ -136,27 +138,38 @@ def commit_run(
 
 
 def drop_failed_run(spec: SinkSpec, identity: RunIdentity) -> None:
-    """A write failed: drop its call records if nothing can replay it (a fresh run: the
-    next write is a new run). Best effort: a store that fails is logged, not raised."""
+    """A write failed: stop its attempts that Spark has not stopped yet, whose next record
+    write is then fenced before they send more. A fresh run's records are dropped (the
+    next write is a new run); a named run's scopes are taken, bumping their epochs, and
+    keep their records for the retry. Best effort: a store that fails is logged, not
+    raised."""
     sink_id = spec.durable.sink_id
-    if sink_id is None or not identity.fresh:
+    if sink_id is None:
         return
     try:
-        anyio.run(_purge_run, spec.durable.store_url, sink_id, identity.run)
+        anyio.run(_fence_run, spec.durable.store_url, sink_id, identity)
     except Exception as exc:
         log.warning(
-            "%s: a failed write's call records could not be dropped (purge them with "
-            "'asyncsink records purge STORE_URL %s --run %s --all'): %s",
+            "%s: a failed write's attempts could not be fenced, nor its records dropped if "
+            "fresh (purge a fresh run with 'asyncsink records purge STORE_URL %s --run %s "
+            "--all'): %s",
             identity.describe(sink_id),
             sink_id,
-            identity.run,
+            identity.run or "-",
             exc,
         )
 
 
-async def _purge_run(store_url: str, sink_id: str, run: str) -> None:
+async def _fence_run(store_url: str, sink_id: str, identity: RunIdentity) -> None:
     async with open_store(store_url) as store:
-        await store.purge(sink_id, run=run)
+        if identity.fresh:
+            await store.purge(sink_id, run=identity.run)  # a purged scope fences its holder
+            return
+        for info in await store.scopes(sink_id):
+            scope = info.scope
+            if scope.run == identity.run and scope.batch_id == identity.batch_id:
+                if not info.completed:
+                    await store.take(scope)
 
 
 async def _complete(
@@ -165,6 +178,7 @@ async def _complete(
     summaries: list[ScopeSummary],
     completed_by: str,
     stream: bool,
+    partitions: int,
 ) -> None:
     durable = spec.durable
     sink_id = durable.sink_id or ""
@@ -173,7 +187,10 @@ async def _complete(
             # Nothing replays a fresh run once it committed: its records have done their job.
             await store.purge(sink_id, run=identity.run)
             return
-        await complete_scopes(store, summaries, completed_by=completed_by, whole_batches=True)
+        first = Scope(sink_id, identity.batch_id, 0, identity.run)
+        await complete_batch(
+            store, first, summaries, partitions=partitions, completed_by=completed_by
+        )
         keep = durable.retain_batches
         if stream and keep and identity.batch_id - keep > 0:
             await store.purge(sink_id, run=identity.run, before_batch=identity.batch_id - keep)

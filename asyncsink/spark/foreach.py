@@ -99,7 +99,11 @@ class BatchSink:
 
     def __call__(self, df: Any, batch_id: int) -> None:
         identity = stream_identity(df, batch_id) or RunIdentity(self._own_run, batch_id)
-        results = _write(df, self.spec, identity)
+        try:
+            results = _write(df, self.spec, identity)
+        except BaseException:
+            drop_failed_run(self.spec, identity)  # fences the batch's attempts still running
+            raise
         stats = commit_run(self.spec, identity, results, completed_by="foreachBatch", stream=True)
         self.statistics[batch_id] = stats
         log.info("%s: %s", identity.describe(self.spec.durable.sink_id), stats.summary())

@@ -268,7 +268,7 @@ def test_purge_needs_exactly_one_selection(url: str, capsys: pytest.CaptureFixtu
 
 @pytest.mark.parametrize(
     "bad",
-    ["records.db", "postgres://db/records", "sqlite://", "sqlite:///x.db?timeout=soon"],
+    ["records.db", "mysql://db/records", "sqlite://", "sqlite:///x.db?timeout=soon"],
 )
 def test_a_bad_store_url_exits_2_with_a_clear_message(
     bad: str, capsys: pytest.CaptureFixture[str]
