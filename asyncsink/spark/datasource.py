@@ -53,7 +53,7 @@ from .commit import (
 )
 from .preflight import check_workers
 from .runner import PartitionResult, run_chunks
-from .spec import SinkSpec
+from .spec import SinkSpec, master_of
 
 __all__ = [
     "AsyncSinkCommitMessage",
@@ -175,6 +175,7 @@ class AsyncSinkDataSource(DataSource):
     ``data_source_for``, the base of ``asyncsink-<name>`` for each registered sink."""
 
     sink_entry: SinkEntry | None = None
+    master: str | None = None  # the Spark master the class was registered with
 
     @classmethod
     def name(cls) -> str:
@@ -184,13 +185,17 @@ class AsyncSinkDataSource(DataSource):
         options = {k: v for k, v in self.options.items() if k.lower() not in _SPARK_OWN}
         entry = self.sink_entry
         if entry is not None:
-            return SinkSpec(entry.name, options, entry=entry).for_spark()
-        sink = options.get("writer")
-        if not sink:
-            raise ValueError(
-                "the asyncsink data source needs option 'writer' (module:Class or module:function)"
-            )
-        return SinkSpec(sink, options).for_spark()
+            spec = SinkSpec(entry.name, options, entry=entry).for_spark()
+        else:
+            sink = options.get("writer")
+            if not sink:
+                raise ValueError(
+                    "the asyncsink data source needs option 'writer' (module:Class or "
+                    "module:function)"
+                )
+            spec = SinkSpec(sink, options).for_spark()
+        spec.check_master(self.master)
+        return spec
 
     def writer(self, schema: Any, overwrite: bool) -> _BatchWriter:
         if overwrite:
@@ -215,8 +220,18 @@ def data_source_for(entry: SinkEntry) -> type[AsyncSinkDataSource]:
 
 
 def register(spark: Any) -> None:
-    """Register ``asyncsink`` and ``asyncsink-<name>`` for every registered sink."""
+    """Register ``asyncsink`` and ``asyncsink-<name>`` for every registered sink.
+
+    The classes registered carry the session's Spark master, so that a write with a
+    per-machine record store on a cluster is refused before any task (``check_master``).
+    """
     check_workers(spark)
-    spark.dataSource.register(AsyncSinkDataSource)
+    master = master_of(spark)
+    spark.dataSource.register(_on_master(AsyncSinkDataSource, master))
     for name in sink_names():
-        spark.dataSource.register(data_source_for(sink_entry(name)))
+        spark.dataSource.register(_on_master(data_source_for(sink_entry(name)), master))
+
+
+def _on_master(cls: type[AsyncSinkDataSource], master: str | None) -> type[AsyncSinkDataSource]:
+    attributes = {"master": master, "__module__": cls.__module__, "__doc__": cls.__doc__}
+    return type(cls.__name__, (cls,), attributes)

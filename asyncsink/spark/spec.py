@@ -182,13 +182,15 @@ class SinkSpec:
         object.__setattr__(self, "durable", dataclasses.replace(self.durable, record_store=pinned))
         return self
 
-    def check_master(self, df: Any) -> None:
-        """Refuse a record store that only this machine holds when the Spark master of
-        ``df``'s session runs executors elsewhere: each would keep records of its own, a
-        task retried on another executor would send again what the first attempt
-        delivered, and the driver's seal would not reach them. The master is read from
-        the session's conf ``spark.master``, which a Spark Connect client and the Connect
-        server's ``foreachBatch`` see as well; a master that cannot be read is not refused.
+    def check_master(self, where: Any) -> None:
+        """Refuse a record store that only this machine holds when the Spark master runs
+        executors elsewhere: each would keep records of its own, a task retried on
+        another executor would send again what the first attempt delivered, and the
+        driver's seal would not reach them.
+
+        ``where`` is the master URL, or a DataFrame or session to read it from (its conf
+        ``spark.master``, which a Spark Connect client and the Connect server's
+        ``foreachBatch`` see as well). A master that is not known is not refused.
 
         Only ``local`` and ``local[...]`` keep every task on this machine;
         ``local-cluster[...]`` and every cluster manager do not. ``recordStoreScope=machine``
@@ -203,7 +205,7 @@ class SinkSpec:
             return
         if not url.lower().startswith("sqlite:"):
             return
-        master = master_of(df)
+        master = where if where is None or isinstance(where, str) else master_of(where)
         if master is None or is_local_master(master):
             return
         given = any(key.lower() == "recordstore" for key in self.options)

@@ -168,3 +168,20 @@ def test_a_postgresql_store_that_cannot_serve_fails_on_the_driver(
     assert caught.value.option == "recordStore" and reason in message, message
     for form in (PASSWORD, quote(PASSWORD, safe=""), "Zq7drv"):
         assert form not in message and form not in repr(caught.value)
+
+
+def test_a_data_source_registered_on_a_cluster_refuses_the_default_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from asyncsink.sinks import sink_entry
+    from asyncsink.spark.datasource import _on_master, data_source_for
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    source = _on_master(data_source_for(sink_entry("http")), "spark://h:7077")
+    assert source.name() == "asyncsink-http" and source.master == "spark://h:7077"
+    with pytest.raises(OptionError, match="the default record store"):
+        source({"url": URL, "sinkId": "orders"})._spec()
+    shared = {"url": URL, "sinkId": "orders", "recordStoreScope": "machine"}
+    assert source(shared)._spec().durable.sink_id == "orders"
+    local = _on_master(data_source_for(sink_entry("http")), "local[2]")
+    assert local({"url": URL, "sinkId": "orders"})._spec().durable.sink_id == "orders"
