@@ -54,8 +54,9 @@ _CALL_PREFIX = "call:"
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _STORE_HELP = (
-    "the record store's URL: sqlite:///abs/path.db, sqlite://relative.db or "
-    "dynamodb://TABLE?region=REGION (default: your own default store, "
+    "the record store's URL: sqlite:///abs/path.db, sqlite://relative.db, "
+    "postgresql://USER@HOST/DBNAME or dynamodb://TABLE?region=REGION (default: your own "
+    "default store, "
     "$XDG_STATE_HOME/asyncsink/records.db or ~/.local/state/asyncsink/records.db)"
 )
 
