@@ -38,7 +38,6 @@ from psycopg import conninfo as libpq
 from psycopg import sql
 
 from asyncsink.errors import DurableError, FencedError
-from asyncsink.masking import mask_url
 from asyncsink.stores.base import (
     RecordStore,
     Scope,
@@ -47,7 +46,7 @@ from asyncsink.stores.base import (
     _checked_writes,
     _purge_cutoff,
 )
-from asyncsink.stores.postgresql_pool import Connections, Tables, redact
+from asyncsink.stores.postgresql_pool import Connections, Tables, redact, shown
 from asyncsink.stores.urls import parse_postgresql_url
 
 __all__ = ["PostgreSQLStore"]
@@ -203,7 +202,7 @@ class PostgreSQLStore(RecordStore):
         return self._tables.shown
 
     def __repr__(self) -> str:
-        return f"PostgreSQLStore({mask_url(self._conninfo)!r}, table={self._tables.shown!r})"
+        return f"PostgreSQLStore({shown(self._conninfo)!r}, table={self._tables.shown!r})"
 
     async def verify(self) -> None:
         """Connect, create the tables if asked and check them: what the driver does before

@@ -19,13 +19,14 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import psycopg
+from psycopg import conninfo as libpq
 from psycopg import sql
 
 from asyncsink.errors import DurableError
 from asyncsink.masking import mask_url
 from asyncsink.stores.base import Scope
 
-__all__ = ["COLUMNS", "Connections", "Tables", "redact"]
+__all__ = ["COLUMNS", "Connections", "Tables", "redact", "shown"]
 
 _T = TypeVar("_T")
 
@@ -190,6 +191,7 @@ class Connections:
                     return await work(conn)
                 except psycopg.Error as exc:
                     if reused and conn.broken and attempt == 0:
+                        await self.aclose()  # the other idle ones likely broke too
                         continue
                     raise self.error(operation, scope, exc) from exc
         raise AssertionError("unreachable")  # pragma: no cover
@@ -199,7 +201,7 @@ class Connections:
         where = f" for scope {scope}" if scope is not None else ""
         detail = f"{type(exc).__name__}: {str(exc).strip()}"
         message = (
-            f"postgresql store {mask_url(self._conninfo)!r} (tables {self._tables.shown}_*): "
+            f"postgresql store {shown(self._conninfo)!r} (tables {self._tables.shown}_*): "
             f"{operation}{where} failed: {detail}"
         )
         return DurableError(self.redact(message))
@@ -262,7 +264,7 @@ class Connections:
             if isinstance(exc, psycopg.Error):
                 raise self.error("setting up the tables", None, exc) from exc
             if isinstance(exc, DurableError):
-                where = f"postgresql store {mask_url(self._conninfo)!r}"
+                where = f"postgresql store {shown(self._conninfo)!r}"
                 raise DurableError(self.redact(f"{where}: {exc}")) from None
             raise
         return conn
@@ -299,18 +301,32 @@ def _replace(text: str, secrets: list[str]) -> str:
     return text
 
 
+def shown(conninfo: str) -> str:
+    """``conninfo`` fit to show: a URL through ``mask_url``; of a ``key=value`` string, the
+    settings that locate the database only."""
+    if "://" in conninfo:
+        return mask_url(conninfo)
+    try:
+        settings = libpq.conninfo_to_dict(conninfo)
+    except psycopg.Error:
+        return "<a malformed connection string>"
+    kept = ("host", "hostaddr", "port", "dbname", "user", "service")
+    return " ".join(f"{key}={settings[key]}" for key in kept if settings.get(key))
+
+
 def _secrets(conninfo: str) -> list[str]:
-    """What a message must never show: the URL's password (as written and decoded), its
-    ``password`` and ``sslpassword`` options, and ``PGPASSWORD``; the longest first."""
-    parts = urlsplit(conninfo)
-    found: list[str] = []
-    _, at, _ = parts.netloc.rpartition("@")
-    if at:
-        userinfo = parts.netloc.rpartition("@")[0]
-        password = userinfo.partition(":")[2]
-        found += [password, unquote(password)]
-    for name, value in parse_qsl(parts.query):
-        if name in ("password", "sslpassword"):
-            found += [value]
-    found.append(os.environ.get("PGPASSWORD", ""))
+    """What a message must never show: the password (as written and decoded), the
+    ``password`` and ``sslpassword`` settings, and ``PGPASSWORD``; the longest first."""
+    found: list[str] = [os.environ.get("PGPASSWORD", "")]
+    if "://" in conninfo:
+        parts = urlsplit(conninfo)
+        userinfo, at, _ = parts.netloc.rpartition("@")
+        if at:
+            password = userinfo.partition(":")[2]
+            found += [password, unquote(password)]
+    try:
+        settings = libpq.conninfo_to_dict(conninfo)
+    except psycopg.Error:
+        settings = {}
+    found += [str(settings.get(name) or "") for name in ("password", "sslpassword")]
     return sorted({secret for secret in found if secret}, key=len, reverse=True)

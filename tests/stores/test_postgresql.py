@@ -498,3 +498,16 @@ def test_a_writer_killed_mid_write_leaves_whole_puts_and_is_fenced(
         assert {k: v for k, v in state.records.items() if k.split(":")[1] == f"{n:06d}"} == (
             _batch(n)
         ), f"put {n} is whole"
+
+
+@pytest.mark.anyio
+async def test_a_key_value_connection_string_shows_no_password() -> None:
+    secret = "kv-Zq7pg-secret"
+    port = closed_port()
+    store = PostgreSQLStore(f"host=127.0.0.1 port={port} dbname=records user=u password='{secret}'")
+    shown = f"'host=127.0.0.1 port={port} dbname=records user=u'"
+    assert repr(store) == f"PostgreSQLStore({shown}, table='asyncsink')"
+    with pytest.raises(DurableError) as caught:
+        async with store:
+            await store.verify()
+    assert "refused" in str(caught.value) and secret not in str(caught.value)
