@@ -90,6 +90,7 @@ def main(ingest_url: str, store: str) -> None:
     print(json.dumps({
         "refusal": refusal, "refused_jobs": refused_jobs,
         "delivered": stats.delivered, "skipped": stats.skipped, "executors": executors,
+        "resent_calls": stats.resent_calls,
     }))  # fmt: skip
     spark.stop()
 
