@@ -565,7 +565,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         sides = [side for side in sides if side in wanted]
     counts = {side: args.rows for side in sides}
     counts.update(per_row=args.per_row_rows, batched=args.batched_rows)
-    shape = "event rows of ~330 B JSON" if args.schema == "events" else "rows of ~85 B JSON"
+    shape = "event rows of ~250 B JSON" if args.schema == "events" else "rows of ~85 B JSON"
     print(
         f"Spark local[{PARTITIONS}] and {PARTITIONS} partitions per side, {shape}, "
         f"endpoint latency {args.latency_ms:g} ms; FaultServer and every side in a process "

@@ -1,8 +1,8 @@
 """The JSON contract, end to end: one DataFrame holding every Spark SQL type with edge
 values goes through every path (``foreach_partition``, ``foreach_batch``, the batch and
-streaming data sources) and every sink's encoding; all give the same bytes, each value as the contract's table says, and
-every timestamp names the instant Spark holds, in a session whose zone is not the Python
-workers' own."""
+streaming data sources) and every sink's encoding; all give the same bytes, each value
+as the contract's table says, and every timestamp names the instant Spark holds, in a
+session whose zone is not the Python workers' own."""
 
 from __future__ import annotations
 
