@@ -14,9 +14,13 @@ row) from a local Spark session (``local[2]``) to the fault-injecting endpoint
   examples do (a ``requests.Session`` per partition, one POST per row);
 - batched requests: 500 rows a request, sent one at a time, per partition;
 - two null-sink ceilings that send nothing: every row read through ``df.rdd`` and encoded
-  (``orjson.dumps(row.asDict())``), and every row read through ``mapInArrow`` and encoded
-  (``orjson.dumps`` of each of ``batch.to_pylist()``): what reading and encoding alone
-  cost, so the ratio to them is the share of a worker's time asyncsink leaves to Spark;
+  (``orjson.dumps(row.asDict(recursive=True))``), and every row read through
+  ``mapInArrow`` and encoded (``orjson.dumps`` of each of ``batch.to_pylist()``): what
+  reading and encoding alone cost, so the ratio to them is the share of a worker's time
+  asyncsink leaves to Spark (flat rows only);
+- for event rows, the hand-written peer (``to_json(struct(*))`` -> ``mapInArrow`` ->
+  aiohttp, 500 rows a request, 16 in flight) and its null ceiling (bodies built, nothing
+  sent);
 - the Python data source, ``df.write.format("asyncsink-http")``;
 - with ``--fixed N``, for information: asyncsink with ``adaptiveConcurrency=false`` and
   ``N`` requests in flight per partition, which shows what adapting does in Spark.
@@ -155,7 +159,7 @@ def post_per_row(url: str, partition: Iterator[Any]) -> None:
 
     with requests.Session() as session:
         for row in partition:
-            body = orjson.dumps([row.asDict()])
+            body = orjson.dumps([row.asDict(recursive=True)], default=str)
             response = session.post(url, data=body, headers=JSON_HEADERS)
             check_answer(response.status_code, response.content)
 
@@ -164,13 +168,13 @@ def post_batched(url: str, partition: Iterator[Any]) -> None:
     import requests
 
     def send(batch: list[dict[str, Any]]) -> None:
-        response = session.post(url, data=orjson.dumps(batch), headers=JSON_HEADERS)
+        response = session.post(url, data=orjson.dumps(batch, default=str), headers=JSON_HEADERS)
         check_answer(response.status_code, response.content)
 
     with requests.Session() as session:
         batch: list[dict[str, Any]] = []
         for row in partition:
-            batch.append(row.asDict())
+            batch.append(row.asDict(recursive=True))
             if len(batch) == BATCH:
                 send(batch)
                 batch = []
@@ -180,7 +184,7 @@ def post_batched(url: str, partition: Iterator[Any]) -> None:
 
 def encode_rows(partition: Iterator[Any]) -> None:
     for row in partition:
-        orjson.dumps(row.asDict())
+        orjson.dumps(row.asDict(recursive=True), default=str)
 
 
 def encode_batches(batches: Iterator[Any]) -> Iterator[Any]:
