@@ -7,8 +7,8 @@ uses: the fault-injecting HTTP endpoint (0 ms, no faults), kinesalite (Kinesis; 
 Node.js thread, so its own speed bounds the figure) and the local Elasticsearch-compatible
 ``_bulk`` endpoint. Each run is checked (every row held once) and each sink runs
 ``--rounds`` times after a warm-up run; rows/s and the CPU time per row of this process
-tree (driver, JVM and Python workers; the destinations run in processes of their own,
-not counted) are printed as the median (min-max), with the machine's load average. These
+tree (driver, JVM, Python workers and the destination, which this process starts) are
+printed as the median (min-max), with the machine's load average. These
 rows are given for information: no peer writes to every destination.
 
     .venv/bin/python benchmarks/bench_spark_sinks.py [--rows N] [--rounds R] [--quick]
@@ -57,7 +57,11 @@ def run_sink(spark: Any, sink: str, rows: int, rounds: int) -> dict[str, Any]:
     for round_ in range(rounds + 1):
         destination: Any = destination_for(sink)
         with tempfile.TemporaryDirectory(prefix="asyncsink-bench-") as workdir:
-            destination.start(DemoSettings(sink=sink, rows=rows), Path(workdir))
+            settings = DemoSettings(
+                sink=sink, rows=rows, throttle_rate=0, error_rate=0, partial_failure_rate=0,
+                latency_ms=0, kill=False,
+            )  # fmt: skip
+            destination.start(settings, Path(workdir))
             try:
                 df = spark.range(0, rows, 1, 2).selectExpr(
                     "concat('r', id) AS id", *event_columns("id")
@@ -102,7 +106,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"{sink:<16}{result['rows']:>12,}{spread(result['rows_per_s']):>32}"
             f"{spread(result['cpu_us_per_row'], 2):>24}"
         )
-    print(f"({load_average()}; CPU: this process, its JVM and Python workers)")
+    print(f"({load_average()}; CPU: this process, its JVM, Python workers and destination)")
     summary = {
         "benchmark": "spark-sinks",
         "title": "Spark event rows to each sink's local destination",
