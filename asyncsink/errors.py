@@ -12,7 +12,7 @@
     │   │   └── ThrottledError the destination pushes back (429, 503, throughput exceeded)
     │   └── FatalError         do not try again (auth, not found, malformed request)
     ├── DeadLetterError        a bad record could not be written to the dead-letter target
-    ├── SparkSetupError        Spark's Python workers cannot run asyncsink as configured
+    ├── SparkSetupError        Spark is set up so that asyncsink cannot run or name its run
     └── DurableError           the call log cannot be trusted or written
         ├── FencedError        another attempt took over this scope
         ├── CorruptRecordError a stored record cannot be decoded
@@ -182,8 +182,10 @@ class DeadLetterError(AsyncSinkError):
 
 
 class SparkSetupError(AsyncSinkError, RuntimeError):
-    """Spark's Python workers cannot run asyncsink as configured (they run an interpreter
-    that cannot import it); the message says what to set. Raised on the driver."""
+    """asyncsink cannot run as Spark is set up: Spark's Python workers run an interpreter
+    that cannot import it, or a stream's durable run cannot be named (a ``sinkId`` under
+    Spark Connect without the query's checkpoint). The message says what to set. Raised
+    on the driver, before anything is sent."""
 
 
 class DurableError(AsyncSinkError):

@@ -8,6 +8,11 @@ reprocessing run never looks delivered). A batch write with an explicit ``batchI
 the run named by that id (re-running it skips what it delivered); without one, each
 write is a fresh run that nothing will replay once it committed.
 
+Under Spark Connect, ``foreachBatch`` runs on the server, where neither the batch's
+session nor its tasks carry the query's id: ``StreamRuns`` then reads it from the query's
+checkpoint (its ``metadata`` file, through Spark), which the user names; without that
+name a ``sinkId`` fails loudly rather than guess a run.
+
 **Completion.** Only when Spark committed (every partition of a ``foreachBatch`` or
 ``foreach_partition`` returned, a data source's ``commit``) does the driver complete the
 scopes the tasks reported: sealed with their summaries, or, for a fresh run, deleted
@@ -17,6 +22,7 @@ records of a stream's batches older than ``retainBatches``.
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from collections.abc import Iterable
@@ -26,12 +32,22 @@ from typing import Any
 import anyio
 
 from ..durable.completion import ScopeSummary, complete_batch
+from ..errors import SparkSetupError
 from ..stats import WriterStatistics
 from ..stores import Scope, open_store
+from .connect import is_connect
 from .runner import PartitionResult
 from .spec import SinkSpec
 
-__all__ = ["RunIdentity", "batch_identity", "commit_run", "stream_identity", "task_stream_run"]
+__all__ = [
+    "RunIdentity",
+    "StreamRuns",
+    "batch_identity",
+    "checkpoint_query_id",
+    "commit_run",
+    "stream_identity",
+    "task_stream_run",
+]
 
 log = logging.getLogger("asyncsink.spark")
 
@@ -63,13 +79,155 @@ def batch_identity(spec: SinkSpec) -> RunIdentity:
 
 
 def stream_identity(df: Any, batch_id: int) -> RunIdentity | None:
-    """The run of the micro-batch ``df`` inside ``foreachBatch`` (on the driver): the
-    query's persistent id, or ``None`` when the function is not called by a query."""
+    """The run of the micro-batch ``df`` inside ``foreachBatch`` in a classic session (on
+    the driver): the query's persistent id, or ``None`` when the function is not called by
+    a query, or under Spark Connect (whose sessions have no local properties)."""
+    if is_connect(df):
+        return None
     try:
         query_id = df.sparkSession.sparkContext.getLocalProperty(QUERY_ID)
-    except Exception:  # not a classic session (Spark Connect): no local properties
+    except Exception:  # not a session of this process (a test double, a closed session)
         return None
     return RunIdentity(query_id, batch_id) if query_id else None
+
+
+def checkpoint_query_id(session: Any, location: str) -> str:
+    """The persistent id of the streaming query whose checkpoint is ``location``, read
+    through ``session`` from the checkpoint's ``metadata`` file (Spark writes it when the
+    query first starts, and keeps it across restarts).
+
+    Raises:
+        SparkSetupError: there is no such file, or it holds no id.
+    """
+    path = f"{location.rstrip('/')}/metadata"
+    try:
+        first = session.read.text(path).first()
+        query_id = json.loads(first[0])["id"] if first is not None else None
+    except Exception as exc:
+        raise SparkSetupError(
+            f"checkpoint_location {location!r}: its metadata file {path!r}, which holds the "
+            f"query's id, cannot be read ({type(exc).__name__}: {_first_line(exc)}); pass "
+            "the checkpointLocation of the query that runs this foreachBatch"
+        ) from exc
+    if not isinstance(query_id, str) or not query_id:
+        raise SparkSetupError(
+            f"checkpoint_location {location!r}: its metadata file {path!r} names no query id"
+        )
+    return query_id
+
+
+class StreamRuns:
+    """Names the run of each micro-batch a ``foreachBatch`` function is called with.
+
+    In a classic session, the run is the query's persistent id, from the local property
+    Spark sets; with ``checkpoint_location`` the id in that checkpoint must agree. Under
+    Spark Connect the function runs on the server, where the id can only be read from the
+    checkpoint, so ``checkpoint_location`` is needed (with a ``sinkId``). Called outside a
+    streaming query in a classic session, the function is one run of its own, and a
+    warning says so once.
+
+    Args:
+        spec: the sink's spec (a run matters only with its ``sinkId``).
+        checkpoint_location: the query's ``checkpointLocation``, or ``None``.
+    """
+
+    def __init__(self, spec: SinkSpec, checkpoint_location: str | None = None) -> None:
+        self.spec = spec
+        self.checkpoint_location = checkpoint_location
+        self._own_run = uuid.uuid4().hex
+        self._warned_own_run = False
+        self._verified: set[str] = set()  # query ids the checkpoint was found to hold
+        self._checkpoint_run: str | None = None  # under Connect, read once per process
+
+    def __getstate__(self) -> dict[str, Any]:
+        # What was read or verified here is not carried to another process.
+        state = dict(self.__dict__)
+        state.update(_verified=set(), _checkpoint_run=None, _warned_own_run=False)
+        return state
+
+    def identity(self, df: Any, batch_id: int) -> RunIdentity:
+        """The run of micro-batch ``batch_id`` (``df``), before anything is sent.
+
+        Raises:
+            SparkSetupError: under Spark Connect with a ``sinkId`` but no
+                ``checkpoint_location``; or the checkpoint does not belong to the query.
+        """
+        sink_id = self.spec.durable.sink_id
+        if sink_id is None:
+            return RunIdentity("", batch_id)  # no call records: no run to name
+        if is_connect(df):
+            return RunIdentity(self._remote_run(df, batch_id, sink_id), batch_id)
+        identity = stream_identity(df, batch_id)
+        if identity is None:
+            return self._own(batch_id, sink_id)
+        location = self.checkpoint_location
+        if location is not None and identity.run not in self._verified:
+            found = checkpoint_query_id(df.sparkSession, location)
+            if found != identity.run:
+                raise SparkSetupError(
+                    f"sinkId {sink_id!r}: checkpoint_location {location!r} holds query "
+                    f"{found}, but this batch belongs to query {identity.run}: pass the "
+                    "checkpointLocation of the query that runs this foreachBatch"
+                )
+            self._verified.add(identity.run)
+        return identity
+
+    def _remote_run(self, df: Any, batch_id: int, sink_id: str) -> str:
+        location = self.checkpoint_location
+        if location is None:
+            raise SparkSetupError(no_query_id_under_connect(self.spec))
+        if self._checkpoint_run is None:
+            session = df.sparkSession
+            run = checkpoint_query_id(session, location)
+            _check_batch_planned(session, location, batch_id, sink_id)
+            self._checkpoint_run = run
+        return self._checkpoint_run
+
+    def _own(self, batch_id: int, sink_id: str) -> RunIdentity:
+        if not self._warned_own_run:
+            self._warned_own_run = True
+            log.warning(
+                "sinkId %r: called outside a streaming query, so this foreachBatch "
+                "function is one run of its own (run %s): call records of another "
+                "function object or process never match it",
+                sink_id,
+                self._own_run,
+            )
+        return RunIdentity(self._own_run, batch_id)
+
+
+def no_query_id_under_connect(spec: SinkSpec) -> str:
+    """What to do when a ``foreachBatch`` with a ``sinkId`` cannot know its query's id."""
+    source = f"asyncsink-{spec.sink}" if spec.entry is not None else "asyncsink"
+    sink_id = spec.durable.sink_id
+    return (
+        f"sinkId {sink_id!r}: under Spark Connect, foreachBatch runs on the server, where "
+        "the query's persistent id (from its checkpoint), which names the run of the call "
+        "records, cannot be read from the batch. Pass the query's checkpoint: "
+        "foreach_batch(..., checkpoint_location=<the writeStream's checkpointLocation>), "
+        f"or write with the streaming data source instead: writeStream.format({source!r})"
+        f".option('sinkId', {sink_id!r}), whose tasks read the query's id"
+    )
+
+
+def _check_batch_planned(session: Any, location: str, batch_id: int, sink_id: str) -> None:
+    """Refuse a checkpoint whose offset log has no entry for ``batch_id``: Spark logs a
+    micro-batch's offsets there before it runs the batch, so another query's checkpoint
+    (or a mistyped one) is found out before anything is sent."""
+    path = f"{location.rstrip('/')}/offsets/{batch_id}"
+    try:
+        session.read.text(path).schema  # noqa: B018 - resolving the path is the check
+    except Exception as exc:
+        raise SparkSetupError(
+            f"sinkId {sink_id!r}: checkpoint_location {location!r} has no offsets of batch "
+            f"{batch_id} ({path!r}: {_first_line(exc)}), so it is not the checkpoint of the "
+            "query running this batch: pass that query's checkpointLocation"
+        ) from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
 
 
 def task_stream_run() -> RunIdentity:

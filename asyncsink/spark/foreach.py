@@ -19,15 +19,22 @@ in one line and hands them to an optional ``on_batch(batch_id, stats)`` callback
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
-from ..errors import OptionError
+from ..errors import OptionError, SparkSetupError
 from ..stats import WriterStatistics
 from .arrow import check_columns, map_partitions_in_arrow
-from .commit import RunIdentity, batch_identity, commit_run, drop_failed_run, stream_identity
+from .commit import (
+    RunIdentity,
+    StreamRuns,
+    batch_identity,
+    commit_run,
+    drop_failed_run,
+    no_query_id_under_connect,
+)
+from .connect import remote_only
 from .preflight import check_workers
 from .runner import PartitionResult, run_chunks
 from .spec import SinkSpec
@@ -84,21 +91,31 @@ def _write(df: Any, spec: SinkSpec, identity: RunIdentity) -> list[PartitionResu
 class BatchSink:
     """The function ``foreachBatch`` calls: ``(df, batch_id) -> None``.
 
-    ``statistics`` maps each batch id this driver ran to its summed statistics, of the
+    ``statistics`` maps each batch id this object ran to its summed statistics, of the
     latest time it ran (a batch Spark runs again, or a batch of the same id of another
-    query this object serves, replaces the earlier figures; ``on_batch`` sees each). The
-    durable run is the query's persistent id (from its checkpoint); called outside a
-    streaming query, a ``BatchSink`` is one run of its own.
+    query this object serves, replaces the earlier figures; ``on_batch`` sees each). Under
+    Spark Connect the function runs in a Python process on the server: ``on_batch`` and
+    the log line run there, and the client's object keeps no statistics.
+
+    The durable run is the query's persistent id, from its checkpoint (see
+    ``StreamRuns``); called outside a streaming query in a classic session, a
+    ``BatchSink`` is one run of its own.
     """
 
-    def __init__(self, spec: SinkSpec, on_batch: OnBatch | None = None) -> None:
+    def __init__(
+        self,
+        spec: SinkSpec,
+        on_batch: OnBatch | None = None,
+        *,
+        checkpoint_location: str | None = None,
+    ) -> None:
         self.spec = spec
         self.on_batch = on_batch
         self.statistics: dict[int, WriterStatistics] = {}
-        self._own_run = uuid.uuid4().hex
+        self.runs = StreamRuns(spec, checkpoint_location)
 
     def __call__(self, df: Any, batch_id: int) -> None:
-        identity = stream_identity(df, batch_id) or RunIdentity(self._own_run, batch_id)
+        identity = self.runs.identity(df, batch_id)
         try:
             results = _write(df, self.spec, identity)
         except BaseException:
@@ -119,6 +136,7 @@ def foreach_batch(
     options: Mapping[str, Any] | None = None,
     *,
     sink_id: str | None = None,
+    checkpoint_location: str | None = None,
     on_batch: OnBatch | None = None,
 ) -> BatchSink:
     """A ``foreachBatch`` function delivering each micro-batch through ``sink``.
@@ -127,10 +145,19 @@ def foreach_batch(
     task or a replayed micro-batch skip what already reached the destination. A query
     restarted on a new checkpoint is a new run: it delivers everything again.
 
+    ``checkpoint_location`` is the query's ``checkpointLocation``. Under Spark Connect a
+    ``sink_id`` needs it: the query's id, which names the run, is read from there. In a
+    classic session it is optional, and checked against the query.
+
     Raises:
         OptionError: an option is unknown or invalid (raised here, on the driver).
+        SparkSetupError: this process runs Spark Connect sessions only and ``sink_id`` is
+            set without ``checkpoint_location`` (the message says what to use instead).
     """
-    return BatchSink(_spec(sink, options, sink_id).for_stream(), on_batch)
+    spec = _spec(sink, options, sink_id).for_stream()
+    if sink_id is not None and checkpoint_location is None and remote_only():
+        raise SparkSetupError(no_query_id_under_connect(spec))
+    return BatchSink(spec, on_batch, checkpoint_location=checkpoint_location)
 
 
 def foreach_partition(

@@ -11,6 +11,9 @@ The answer is cached per interpreter for the life of the process, and a SparkCon
 found fit is not looked at again (its workers' interpreter is fixed when it starts): the
 entry points call ``check_workers`` for every job and micro-batch at no cost after the
 first (reading a context's conf alone takes tens of milliseconds of calls into the JVM).
+
+A Spark Connect session has no ``SparkContext``, and its workers run on the server, out of
+sight: the check is skipped there, and a log line says so once per process.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import weakref
 from typing import Any
 
 from ..errors import SparkSetupError
+from .connect import is_connect
 
 __all__ = ["check_workers"]
 
@@ -34,6 +38,7 @@ _IMPORT_CHECK = "import asyncsink, sinks"
 _answers: dict[str, tuple[bool, str] | None] = {}  # interpreter -> (certain, problem)
 _lock = threading.Lock()
 _checked: weakref.WeakSet[Any] = weakref.WeakSet()  # contexts already checked
+_said_connect = False  # whether the skip under Spark Connect was logged
 
 
 def check_workers(spark: Any) -> None:
@@ -43,13 +48,16 @@ def check_workers(spark: Any) -> None:
     ships Python files of its own), a warning says what to check.
 
     Args:
-        spark: a ``SparkSession``, a ``DataFrame`` or a ``SparkContext``; anything else
-            (Spark Connect has no ``SparkContext``) is not checked.
+        spark: a ``SparkSession``, a ``DataFrame`` or a ``SparkContext``; under Spark
+            Connect (no ``SparkContext``), and for anything else, nothing is checked.
 
     Raises:
         SparkSetupError: the workers' interpreter cannot import asyncsink, with what to
             set instead.
     """
+    if is_connect(spark):
+        _skipped_under_connect()
+        return
     context = _context(spark)
     if context is None or context in _checked:
         return
@@ -67,13 +75,32 @@ def check_workers(spark: Any) -> None:
     _checked.add(context)
 
 
+def _skipped_under_connect() -> None:
+    global _said_connect
+    with _lock:
+        if _said_connect:
+            return
+        _said_connect = True
+    log.info(
+        "Spark Connect session: the check that Spark's Python workers can import asyncsink "
+        "is skipped (they run on the server, out of this process's sight); asyncsink must "
+        "be installed in the server's Python, where the data sources and foreachBatch run"
+    )
+
+
 def _context(spark: Any) -> Any:
+    """The classic ``SparkContext`` behind ``spark``, or ``None``."""
+    from pyspark.sql import Column
+
     for path in (("sparkSession", "sparkContext"), ("sparkContext",), ()):
         target = spark
         try:
             for name in path:
                 target = getattr(target, name)
-        except Exception:  # Spark Connect raises on sparkContext
+        except Exception:
+            continue
+        # A DataFrame gives a Column for a column's name: never take one for a context.
+        if isinstance(target, Column) or is_connect(target):
             continue
         if hasattr(target, "master") and hasattr(target, "getConf"):
             return target

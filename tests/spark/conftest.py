@@ -1,4 +1,10 @@
-"""One local Spark session for the whole test run (starting one takes ~10 s)."""
+"""One local Spark session for the whole test run (starting one takes ~10 s), and one
+local Spark Connect server with a remote session on it, started when a test first asks.
+
+Both live in this process side by side: the Connect server runs in a child process (see
+``connect_server``), as ``remote("local[...]")`` would run it in this one, which would
+then refuse the classic session. ``session`` gives a test each of the two in turn.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,8 @@ from typing import Any
 import pytest
 
 from asyncsink.testing import Faults, FaultServer
+
+from .connect_server import ConnectServer
 
 
 @pytest.fixture(scope="session")
@@ -33,6 +41,31 @@ def spark() -> Iterator[Any]:
     register_data_sources(session)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def connect_server() -> Iterator[ConnectServer]:
+    with ConnectServer(master="local[2,3]") as running:  # task retries need local[N,F]
+        yield running
+
+
+@pytest.fixture(scope="session")
+def connect(connect_server: ConnectServer) -> Iterator[Any]:
+    """A Spark Connect session (``pyspark.sql.connect``) on the local Connect server."""
+    from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
+
+    session = RemoteSparkSession.builder.remote(connect_server.url).getOrCreate()
+    from asyncsink.spark import register_data_sources
+
+    register_data_sources(session)
+    yield session
+    session.stop()
+
+
+@pytest.fixture(params=["classic", "connect"])
+def session(request: pytest.FixtureRequest) -> Any:
+    """The classic session, then the Connect one: a test taking it runs against both."""
+    return request.getfixturevalue("spark" if request.param == "classic" else "connect")
 
 
 @pytest.fixture
