@@ -106,12 +106,13 @@ def checkpoint_query_id(session: Any, location: str) -> str:
     except Exception as exc:
         raise SparkSetupError(
             f"checkpoint_location {location!r}: its metadata file {path!r}, which holds the "
-            f"query's id, cannot be read ({type(exc).__name__}: {_first_line(exc)}); pass "
+            f"query's id, cannot be read ({type(exc).__name__}: {_first_line(exc)}): pass "
             "the checkpointLocation of the query that runs this foreachBatch"
         ) from exc
     if not isinstance(query_id, str) or not query_id:
         raise SparkSetupError(
-            f"checkpoint_location {location!r}: its metadata file {path!r} names no query id"
+            f"checkpoint_location {location!r}: its metadata file {path!r} names no query "
+            "id: pass the checkpointLocation of the query that runs this foreachBatch"
         )
     return query_id
 
@@ -179,7 +180,7 @@ class StreamRuns:
         if self._checkpoint_run is None:
             session = df.sparkSession
             run = checkpoint_query_id(session, location)
-            _check_batch_planned(session, location, batch_id, sink_id)
+            _check_batch_running(session, location, batch_id, sink_id)
             self._checkpoint_run = run
         return self._checkpoint_run
 
@@ -210,19 +211,40 @@ def no_query_id_under_connect(spec: SinkSpec) -> str:
     )
 
 
-def _check_batch_planned(session: Any, location: str, batch_id: int, sink_id: str) -> None:
-    """Refuse a checkpoint whose offset log has no entry for ``batch_id``: Spark logs a
-    micro-batch's offsets there before it runs the batch, so another query's checkpoint
-    (or a mistyped one) is found out before anything is sent."""
-    path = f"{location.rstrip('/')}/offsets/{batch_id}"
+def _check_batch_running(session: Any, location: str, batch_id: int, sink_id: str) -> None:
+    """Refuse a checkpoint that is not running ``batch_id``: Spark logs a micro-batch's
+    offsets before it runs it (``offsets/N``), and its commit only after the batch's
+    function returned (``commits/N``). Another query's checkpoint, or a mistyped one, is
+    so found out before anything is sent.
+
+    Raises:
+        SparkSetupError: ``offsets/N`` is missing, or ``commits/N`` exists.
+    """
+    root = location.rstrip("/")
+    problem = None
+    if not _exists(session, f"{root}/offsets/{batch_id}"):
+        problem = f"has no offsets of batch {batch_id}"
+    elif _exists(session, f"{root}/commits/{batch_id}"):
+        problem = f"committed batch {batch_id} already"
+    if problem is not None:
+        raise SparkSetupError(
+            f"sinkId {sink_id!r}: checkpoint_location {location!r} {problem}, so it is not "
+            "the checkpoint of the query running this batch: pass the checkpointLocation "
+            "of the query that runs this foreachBatch"
+        )
+
+
+def _exists(session: Any, path: str) -> bool:
+    """Whether Spark finds ``path`` (through its file systems, as the query does)."""
+    from pyspark.errors import AnalysisException
+
     try:
         session.read.text(path).schema  # noqa: B018 - resolving the path is the check
-    except Exception as exc:
-        raise SparkSetupError(
-            f"sinkId {sink_id!r}: checkpoint_location {location!r} has no offsets of batch "
-            f"{batch_id} ({path!r}: {_first_line(exc)}), so it is not the checkpoint of the "
-            "query running this batch: pass that query's checkpointLocation"
-        ) from exc
+    except AnalysisException as exc:
+        if exc.getCondition() == "PATH_NOT_FOUND":
+            return False
+        raise
+    return True
 
 
 def _first_line(exc: BaseException) -> str:

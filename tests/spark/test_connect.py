@@ -147,7 +147,7 @@ def test_a_task_killed_mid_batch_is_retried_and_sends_only_the_rest(
     assert_exactly_once(server, 1000)
     (batch,) = [seen for seen in stats.read() if seen["delivered"] + seen["skipped"]]
     assert batch["delivered"] + batch["skipped"] == 1000 and batch["skipped"] > 0
-    assert f"of killed (run " in log.read_text() and "1000 rows" in log.read_text()
+    assert "of killed (run " in log.read_text() and "1000 rows" in log.read_text()
 
 
 def test_foreach_batch_checks_the_checkpoint_belongs_to_the_query(
@@ -156,13 +156,12 @@ def test_foreach_batch_checks_the_checkpoint_belongs_to_the_query(
     source = file_stream(session, tmp_path / "in", files=1, per_file=100)
     options = http_options(server, f"sqlite:///{tmp_path}/r.db")
     other = tmp_path / "other"
-    run_stream(source.writeStream.foreachBatch(foreach_batch("http", options)), other)
+    plain = foreach_batch("http", {"url": server.ingest_url})
+    run_stream(source.writeStream.foreachBatch(plain), other)
     server.reset()
     sink = foreach_batch("http", options, sink_id="wrong", checkpoint_location=str(other))
-    query = source.writeStream.foreachBatch(sink).option(
-        "checkpointLocation", str(tmp_path / "ck")
-    )
-    with pytest.raises(Exception, match="pass (the|that) query's checkpointLocation"):
+    query = source.writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "ck"))
+    with pytest.raises(Exception, match="checkpointLocation of the query that runs this"):
         query.start().awaitTermination(300)
     assert server.stats().requests == 0
 
@@ -172,9 +171,7 @@ def test_under_connect_a_sink_id_without_the_checkpoint_fails_saying_what_to_use
 ) -> None:
     source = file_stream(connect, tmp_path / "in", files=1, per_file=100)
     sink = foreach_batch("http", http_options(server, f"sqlite:///{tmp_path}/r.db"), sink_id="s")
-    query = source.writeStream.foreachBatch(sink).option(
-        "checkpointLocation", str(tmp_path / "ck")
-    )
+    query = source.writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "ck"))
     with pytest.raises(Exception, match="checkpoint_location=") as caught:
         query.start().awaitTermination(300)
     assert "SparkSetupError" in str(caught.value)
@@ -210,6 +207,4 @@ def test_foreach_batch_on_a_remote_only_client_needs_the_checkpoint_for_a_sink_i
     with pytest.raises(SparkSetupError, match="checkpoint_location="):
         foreach_batch("http", {"url": "http://127.0.0.1:9/in"}, sink_id="s")
     foreach_batch("http", {"url": "http://127.0.0.1:9/in"})  # without records: no run
-    foreach_batch(
-        "http", {"url": "http://127.0.0.1:9/in"}, sink_id="s", checkpoint_location="/ck"
-    )
+    foreach_batch("http", {"url": "http://127.0.0.1:9/in"}, sink_id="s", checkpoint_location="/ck")
