@@ -131,7 +131,7 @@ def test_the_drivers_own_python_and_remote_clusters_are_not_asked(bare_python: P
     check_workers(Context("local[2]", python=sys.executable))
     check_workers(Context("yarn", python=str(bare_python)))
     check_workers(Context("spark://host:7077", python=str(bare_python)))
-    check_workers(object())  # Spark Connect: no SparkContext to read
+    check_workers(object())  # no SparkContext to read
     assert not (bare_python.parent / "asked").exists()
 
 

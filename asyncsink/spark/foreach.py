@@ -14,6 +14,10 @@ Arrow (see ``arrow``), and bring each partition's result back
 to the driver. Once every partition returned, which is when Spark committed the work,
 the driver completes the durable scopes (see ``commit``), sums the statistics, logs them
 in one line and hands them to an optional ``on_batch(batch_id, stats)`` callback.
+
+Under Spark Connect the same code runs: ``foreach_partition`` on the client, the
+``foreachBatch`` function in a Python process on the server, where the query's id is read
+from its checkpoint (``checkpoint_location``; see ``commit.StreamRuns``).
 """
 
 from __future__ import annotations
