@@ -19,6 +19,8 @@ from asyncsink.spark import foreach_batch, foreach_partition, preflight
 from asyncsink.spark.connect import is_connect
 from asyncsink.testing import FaultServer
 
+from .test_arrow_http import keeper  # noqa: F401 - the endpoint that keeps bodies
+from .test_json_contract import EDGES
 from .test_spark import assert_exactly_once, file_stream, http_options, rows
 from .writers import LoggedBatches, StatsFile
 
@@ -55,6 +57,29 @@ def test_foreach_partition_delivers_every_row_once_and_returns_its_statistics(
     again = foreach_partition(df, "http", options, sink_id=f"fp-{columns}", batch_id=1)
     assert again.skipped == 1000 and again.delivered == 0
     assert_exactly_once(server, 1000)
+
+
+def test_connect_and_classic_sessions_send_the_same_bytes(
+    spark: Any,
+    connect: Any,
+    keeper: Any,  # noqa: F811
+) -> None:
+    """Every Spark type with edge values, in a session zone unlike the workers', through
+    ``foreach_partition`` and the data source: a Connect session sends what a classic
+    one sends, byte for byte."""
+    options = {"url": f"http://127.0.0.1:{keeper.server_port}/ingest", "bodyFormat": "ndjson"}
+    sent = {}
+    for name, session in (("classic", spark), ("connect", connect)):
+        session.conf.set("spark.sql.session.timeZone", "America/New_York")
+        try:
+            edges = session.sql(EDGES).repartition(2)
+            assert foreach_partition(edges, "http", options).delivered == 2
+            edges.write.format("asyncsink-http").options(**options).mode("append").save()
+        finally:
+            session.conf.unset("spark.sql.session.timeZone")
+        sent[name] = sorted(keeper.entries)
+        keeper.entries.clear()
+    assert len(sent["classic"]) == 4 and sent["connect"] == sent["classic"]
 
 
 def test_the_batch_data_source_delivers_every_row_once(
