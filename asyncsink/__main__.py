@@ -6,9 +6,9 @@ reference.
     asyncsink demo [--rows N] [--sink http|kinesis|elasticsearch] [--no-kill] ...
     asyncsink records list sqlite:///path/records.db
     asyncsink options [SINK] [--import MODULE] [--markdown]
-                      [--write-readme [PATH] | --check-readme [PATH]]
+                      [--write-docs [PATH] | --check-docs [PATH]]
 
-Exit codes: 0 done, 1 failed (the demo lost or duplicated rows, a README is out of date),
+Exit codes: 0 done, 1 failed (the demo lost or duplicated rows, a docs page is out of date),
 2 bad usage (an unknown command, sink or option).
 """
 
@@ -74,19 +74,23 @@ def _parser() -> argparse.ArgumentParser:
         "--markdown", action="store_true", help="print the sink's own options as a Markdown table"
     )
     options.add_argument(
+        "--write-docs",
         "--write-readme",
+        dest="write_docs",
         nargs="?",
-        const="README.md",
+        const="docs",
         metavar="PATH",
-        help="fill the '<!-- options:NAME -->' sections of a README (default README.md) "
-        "from the code",
+        help="fill the '<!-- options:NAME -->' sections of a Markdown file, or of every page "
+        "under a folder (default docs), from the code",
     )
     options.add_argument(
+        "--check-docs",
         "--check-readme",
+        dest="check_docs",
         nargs="?",
-        const="README.md",
+        const="docs",
         metavar="PATH",
-        help="exit 1 when a README's options sections differ from the code",
+        help="exit 1 when the options sections under PATH (default docs) differ from the code",
     )
     return parser
 
@@ -94,19 +98,21 @@ def _parser() -> argparse.ArgumentParser:
 def _options(args: argparse.Namespace) -> int:
     from . import docs
 
-    if args.write_readme or args.check_readme:
-        path = Path(args.write_readme or args.check_readme)
+    if args.write_docs or args.check_docs:
+        path = Path(args.write_docs or args.check_docs)
         try:
-            if args.write_readme:
-                changed = docs.update_readme(path)
-                print(f"{path}: updated {', '.join(changed)}" if changed else f"{path}: up to date")
+            if args.write_docs:
+                for page, changed in docs.update_pages(path).items():
+                    print(f"{page}: updated {', '.join(changed)}")
+                print(f"{path}: up to date")
                 return 0
-            stale = docs.stale_sections(path.read_text(encoding="utf-8"))
+            stale = docs.stale_pages(path)
         except (OSError, ValueError) as exc:
             print(f"{_PROG} options: error: {exc}", file=sys.stderr)
             return 1
+        for page, names in stale.items():
+            print(f"{page}: out of date: {', '.join(names)} ({_PROG} options --write-docs)")
         if stale:
-            print(f"{path}: out of date: {', '.join(stale)} ({_PROG} options --write-readme)")
             return 1
         print(f"{path}: up to date")
         return 0

@@ -2,8 +2,8 @@
 
 Every option is declared once, with its default and its documentation, on a frozen
 options class (see ``asyncsink.options``). This module turns those declarations into the
-text ``python -m asyncsink options`` prints and into the Markdown tables of README.md,
-which sit between markers::
+text ``python -m asyncsink options`` prints and into the Markdown tables of the docs
+pages (``docs/options.md`` and each sink's page), which sit between markers::
 
     <!-- options:core -->
     | option | default | meaning |
@@ -12,8 +12,8 @@ which sit between markers::
 
 ``core`` holds the writer's ``SinkOptions`` and the Spark integration's ``DurableOptions``;
 each sink (``http``, ``kinesis``, ``elasticsearch``) has a section of its own options.
-``update_readme`` rewrites those sections; ``stale_sections`` names the ones that no
-longer match the code (the test suite fails on them).
+``update_pages`` rewrites those sections in every page under a folder; ``stale_pages``
+names the ones that no longer match the code (the test suite fails on them).
 """
 
 from __future__ import annotations
@@ -40,8 +40,11 @@ __all__ = [
     "options_table",
     "options_text",
     "readme_sections",
+    "pages",
     "render_readme",
+    "stale_pages",
     "stale_sections",
+    "update_pages",
     "update_readme",
 ]
 
@@ -254,3 +257,31 @@ def update_readme(path: str | Path) -> list[str]:
     if changed:
         target.write_text(render_readme(text), encoding="utf-8")
     return changed
+
+
+def pages(path: str | Path) -> list[Path]:
+    """The Markdown file at ``path``, or every ``*.md`` file under the folder ``path``."""
+    target = Path(path)
+    return sorted(target.rglob("*.md")) if target.is_dir() else [target]
+
+
+def stale_pages(path: str | Path) -> dict[Path, list[str]]:
+    """Page -> its options sections that do not match the code, for the pages at ``path``.
+
+    Raises:
+        OSError: a page cannot be read.
+        ValueError: see ``render_readme``.
+    """
+    stale = {page: stale_sections(page.read_text(encoding="utf-8")) for page in pages(path)}
+    return {page: names for page, names in stale.items() if names}
+
+
+def update_pages(path: str | Path) -> dict[Path, list[str]]:
+    """Rewrite the options sections of the pages at ``path``; return what changed.
+
+    Raises:
+        OSError: a page cannot be read or written.
+        ValueError: see ``render_readme``.
+    """
+    changed = {page: update_readme(page) for page in pages(path)}
+    return {page: names for page, names in changed.items() if names}

@@ -129,6 +129,20 @@ def test_check_and_write_readme(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert "maxBatchSize" in readme.read_text()
 
 
+def test_check_and_write_docs_cover_every_page_of_a_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "sinks").mkdir()
+    page = tmp_path / "sinks" / "http.md"
+    page.write_text("# http\n<!-- options:http -->\n<!-- /options:http -->\n")
+    (tmp_path / "index.md").write_text("# no tables here\n")
+    assert main(["options", "--check-docs", str(tmp_path)]) == 1
+    assert "http.md: out of date: http" in capsys.readouterr().out
+    assert main(["options", "--write-docs", str(tmp_path)]) == 0
+    assert main(["options", "--check-docs", str(tmp_path)]) == 0
+    assert "| url | (required) |" in page.read_text()
+
+
 def test_python_dash_m_runs_the_command_line() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "asyncsink", "options", "--markdown"],

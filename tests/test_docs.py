@@ -1,8 +1,13 @@
-"""The option reference in README.md is generated from the code and must match it."""
+"""The option tables of the docs pages are generated from the code and must match it; the
+docs site builds with ``mkdocs build --strict`` (no broken link, anchor or reference)."""
 
 from __future__ import annotations
 
 import importlib
+import os
+import shutil
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +18,7 @@ from asyncsink.docs import (
     options_table,
     readme_sections,
     render_readme,
+    stale_pages,
     stale_sections,
     update_readme,
 )
@@ -20,7 +26,17 @@ from asyncsink.options import Options, SinkOptions, option, option_specs
 from asyncsink.sinks import sink_entry, sink_names, sink_options
 from asyncsink.spark import DurableOptions
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+
+
+def all_sections() -> dict[str, str]:
+    sections: dict[str, str] = {}
+    for page in sorted(DOCS.rglob("*.md")):
+        for name, body in readme_sections(page.read_text(encoding="utf-8")).items():
+            assert name not in sections, f"two pages hold the {name!r} options table"
+            sections[name] = body
+    return sections
 
 
 def importable(sink: str) -> bool:
@@ -32,21 +48,43 @@ def importable(sink: str) -> bool:
     return True
 
 
-def test_readme_tables_match_the_code() -> None:
-    stale = stale_sections(README.read_text(encoding="utf-8"))
-    assert stale == [], f"run: python -m asyncsink options --write-readme ({stale})"
+def test_docs_tables_match_the_code() -> None:
+    stale = stale_pages(DOCS)
+    assert stale == {}, f"run: python -m asyncsink options --write-docs ({stale})"
 
 
-def test_readme_has_a_section_for_the_core_options_and_every_sink() -> None:
-    sections = readme_sections(README.read_text(encoding="utf-8"))
-    assert set(sections) == {"core", *sink_names()}
+def test_docs_have_a_table_for_the_core_options_and_every_sink() -> None:
+    assert set(all_sections()) == {"core", *sink_names()}
+
+
+@pytest.mark.parametrize("sink", sink_names())
+def test_each_sink_page_holds_its_own_table(sink: str) -> None:
+    page = DOCS / "sinks" / f"{sink}.md"
+    assert set(readme_sections(page.read_text(encoding="utf-8"))) == {sink}
+
+
+def test_readme_stays_short() -> None:
+    assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 200
+
+
+@pytest.mark.timeout(300)
+def test_the_docs_site_builds_strictly(tmp_path: Path) -> None:
+    mkdocs = shutil.which("mkdocs", path=str(Path(sys.executable).parent))
+    assert mkdocs is not None, "mkdocs is not installed: pip install -e '.[dev]'"
+    result = subprocess.run(
+        [mkdocs, "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT, capture_output=True, text=True, timeout=280,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert (tmp_path / "site" / "reference" / "api" / "index.html").exists()
 
 
 @pytest.mark.parametrize("sink", sink_names())
 def test_every_option_of_a_sink_is_in_its_readme_table(sink: str) -> None:
     if not importable(sink):
         pytest.skip(f"the {sink} sink's module is not importable here")
-    table = readme_sections(README.read_text(encoding="utf-8"))[sink]
+    table = all_sections()[sink]
     names = {line.split("|")[1].strip() for line in table.splitlines()[2:]}
     assert names == {spec.spark_name for spec in option_specs(sink_options(sink))}
 

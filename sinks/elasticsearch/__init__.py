@@ -1,4 +1,4 @@
-"""Elasticsearch sink: rows indexed with ``_bulk`` requests, with httpx.
+"""Elasticsearch sink: rows indexed with ``_bulk`` requests, sent through aiohttp.
 
 ``ElasticsearchWriter`` turns each row into one bulk operation and gives every document an
 ``_id`` (mapped from the row, or derived from the task's scope and the row's position), so

@@ -1,4 +1,4 @@
-"""HTTP sink: batches of rows POSTed (or PUT) to any HTTP endpoint, with httpx.
+"""HTTP sink: batches of rows POSTed (or PUT) to any HTTP endpoint, sent through aiohttp.
 
 ``HttpWriter`` sends each batch as a JSON array (or NDJSON) with an ``Idempotency-Key``
 that is the same on every re-send of a request; ``HttpOptions`` says where, how to

@@ -1,4 +1,5 @@
-"""``HttpWriter``: batches of rows POSTed (or PUT) to any HTTP endpoint, with httpx."""
+"""``HttpWriter``: batches of rows POSTed (or PUT) to any HTTP endpoint, sent through aiohttp
+(a client you pass in, a mocked one and ``http2=true`` go through httpx's ``send``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The README's "Write your own destination" example is complete and correct: it runs as
-written against the fault-injecting endpoint, and its Spark factory builds the writer."""
+"""The docs' "Writing a sink" example is complete and correct: it runs as written against
+the fault-injecting endpoint, and its Spark factory builds the writer."""
 
 from __future__ import annotations
 
@@ -21,20 +21,19 @@ from asyncsink import OptionError
 from asyncsink.spark import SinkSpec
 from asyncsink.testing import Faults, FaultServer
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+DOCS = Path(__file__).resolve().parent.parent / "docs"
 FAULTS = Faults(throttle_rate=0.05, error_rate=0.03, partial_failure_rate=0.03,
                 retry_after_s=0.01, seed=11)  # fmt: skip
 
 
-def code_blocks(section: str) -> list[str]:
-    text = README.read_text(encoding="utf-8")
-    body = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```python\n(.*?)```", body, re.S)
+def code_blocks(page: str) -> list[str]:
+    text = (DOCS / page).read_text(encoding="utf-8")
+    return re.findall(r"```python\n(.*?)```", text, re.S)
 
 
 @pytest.fixture
 def example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    program, factory = code_blocks("Write your own destination")[:2]
+    program, factory = code_blocks("writing-a-sink.md")[:2]
     (tmp_path / "webhook.py").write_text(program)
     (tmp_path / "webhook_spark.py").write_text(factory)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -150,7 +149,7 @@ def test_the_spark_factory_builds_the_writer_from_spark_options(
 def test_the_without_spark_example_delivers_once_and_a_rerun_sends_nothing(
     tmp_path: Path, server: FaultServer
 ) -> None:
-    (block,) = [b for b in code_blocks("Use it from Spark") if "sink_factory" in b]
+    (block,) = [b for b in code_blocks("spark.md") if "sink_factory" in b]
     store = "sqlite:///var/lib/orders/records.db"
     assert store in block
     namespace: dict[str, Any] = {}
