@@ -1,4 +1,4 @@
-"""The README's own writer ("Write your own destination"), run from Spark as the README
+"""The docs' own writer ("Writing a sink"), run from Spark as the page
 says: through its factory and as a registered sink, rows read through Arrow (dicts)
 and rows read through ``df.rdd`` (``Row`` objects) alike reach the endpoint as JSON
 objects with their field names."""
@@ -14,7 +14,7 @@ import pytest
 from asyncsink.sinks import register_sink, registry
 from asyncsink.spark import foreach_partition, register_data_sources
 from asyncsink.testing import FaultServer
-from tests.test_readme_example import code_blocks
+from tests.test_docs_sink_example import code_blocks
 
 ROWS = 600
 
@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 def webhook(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> str:
     """The README's two modules, shipped to the Python workers; the factory's name."""
     folder: Path = tmp_path_factory.mktemp("readme-writer")
-    program, factory = code_blocks("Write your own destination")[:2]
+    program, factory = code_blocks("writing-a-sink.md")[:2]
     for name, code in (("webhook.py", program), ("webhook_spark.py", factory)):
         (folder / name).write_text(code)
     # The factory module first: the workers import it, and it imports the program.
