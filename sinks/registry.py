@@ -9,7 +9,8 @@ then says what to install. A user's sink registers the same way::
 
     register_sink("webhook", "webhook_spark:create_writer", "webhook_spark:WebhookOptions")
     foreach_batch("webhook", {"url": url}, sink_id="events")
-    df.write.format("asyncsink-webhook").option("url", url).mode("append").save()   # after register_data_sources
+    # after register_data_sources(spark):
+    df.write.format("asyncsink-webhook").option("url", url).mode("append").save()
 
 The factory may also be the callable itself. Spark runs it in its own Python workers, so
 its module must be importable there.

@@ -105,9 +105,10 @@ def kinesis_stream(kinesalite_endpoint: str) -> Iterator[tuple[Any, str]]:
     name = f"docs-{uuid.uuid4().hex[:10]}"
     client.create_stream(StreamName=name, ShardCount=2)
     deadline = time.monotonic() + 30
-    while client.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"][
-        "StreamStatus"
-    ] != "ACTIVE":
+    while (
+        client.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]["StreamStatus"]
+        != "ACTIVE"
+    ):
         assert time.monotonic() < deadline
         time.sleep(0.05)
     yield client, name
