@@ -111,9 +111,12 @@ def test_kinesis_stream_puts_each_row_with_dynamodb_records(
     stream = f"example-{uuid.uuid4().hex[:8]}"
     kinesis.create_stream(StreamName=stream, ShardCount=2)
     deadline = time.monotonic() + 30
-    while kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"][
-        "StreamStatus"
-    ] != "ACTIVE":
+    while (
+        kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"][
+            "StreamStatus"
+        ]
+        != "ACTIVE"
+    ):
         assert time.monotonic() < deadline
         time.sleep(0.05)
     folder = tmp_path / "in"
