@@ -372,20 +372,15 @@ class SinkOptions(Options):
     max_in_flight_requests: int = option(
         128,
         minimum=1,
-        doc="Most requests in flight per writer. With `adaptiveConcurrency` (the default) "
-        "an upper bound: the writer starts at 16 (or this, if lower), goes on from its "
-        "first answer where the last writer of the same destination in its process left "
-        "off (unless that answer is much slower than before) and keeps as many as the "
-        "destination answers without queueing; without it, a fixed number.",
+        doc="Most requests in flight per writer. With `adaptiveConcurrency`, an upper "
+        "bound; without it, a fixed number. See [Requests in "
+        "flight](concepts.md#requests-in-flight).",
     )
     adaptive_concurrency: bool = option(
         True,
-        doc="Adapt the requests in flight to their latency (as TCP Vegas does): grow "
-        "while it stays near the lowest seen, shrink when the median of a round of "
-        "requests rises (requests queue at the destination), halve when the destination "
-        "throttles or a request times out. A writer hands what it learned on to the next "
-        "writer of the same destination in its process (Spark reuses its Python workers "
-        "from task to task). `false` keeps `maxInFlightRequests` in flight.",
+        doc="Adapt the requests in flight to their latency, as TCP Vegas does, and hand the "
+        "limit on to the next writer. `false` keeps `maxInFlightRequests` in flight. "
+        "See [Requests in flight](concepts.md#requests-in-flight).",
     )
     request_timeout_ms: int = option(
         60_000,
@@ -398,12 +393,9 @@ class SinkOptions(Options):
     )
     fail_fast_on_connection_refused: bool = option(
         True,
-        doc="Fail the task at once when the destination refuses the connection (nothing "
-        "listens at that host and port) and nothing was ever delivered to it from this "
-        "Python process: a wrong URL or a destination that is not running fails in a "
-        "second instead of after every retry. Spark reuses its Python workers, so a "
-        "destination restarting under a running job is retried as before; `false` always "
-        "retries.",
+        doc="Fail the task at once when the destination refuses the connection and nothing "
+        "was ever delivered to it from this Python process. A wrong URL then fails in a "
+        "second. `false` always retries.",
     )
     max_retries: int = option(
         10, minimum=0, doc="Attempts after the first before an entry fails the barrier."

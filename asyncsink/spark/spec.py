@@ -78,33 +78,23 @@ class DurableOptions(Options):
     record_store: str | None = option(
         None,
         kind="str",
-        doc="Where call records live (with sinkId): sqlite:///path.db (one machine; a "
-        "relative path is taken from the driver's working directory, and the driver opens "
-        "the file before any task starts), postgresql://user@host:5432/dbname (any cluster; "
-        "also table=NAME and create_table=false, libpq's options, and the PG* variables; "
-        "the driver connects before any task starts), dynamodb://table"
-        "?region=... (clusters on AWS; also endpoint_url=... for another endpoint, and "
-        "create_table=false to use an existing table only; credentials come from the AWS SDK's "
-        "default chain) or memory://name (tests without Spark: each process holds its "
-        "own). The default is a SQLite file private to the user: "
-        "$XDG_STATE_HOME/asyncsink/records.db, else "
-        "~/.local/state/asyncsink/records.db.",
+        doc="Where call records live (with sinkId): sqlite:///path.db (one machine), "
+        "postgresql://user@host/db (any cluster), dynamodb://table?region=... (AWS) or "
+        "memory://name (tests). See [Record stores](record-stores.md).",
     )
     batch_id: int | None = option(
         None,
         kind="int",
         minimum=0,
-        doc="Names a batch write's run: writing again with the same sinkId and batchId "
-        "skips what that run delivered (and fails if its input changed). Without it every "
-        "batch write is a new run. Not for streams, which use their query's id and "
-        "micro-batch ids.",
+        doc="Names a batch write's run. Writing again with the same sinkId and batchId "
+        "skips what that run delivered, and fails if its input changed. Without it, "
+        "every batch write is a new run. Not for streams.",
     )
     record_store_scope: Literal["cluster", "machine"] = option(
         "cluster",
-        doc="Who must reach the record store: cluster (every executor; a sqlite:// store "
-        "is refused on a master that is not local[...]) or machine (you know every "
-        "executor runs on this machine, or opens the same file: a one-node cluster; not "
-        "over NFS, where SQLite's locks do not hold).",
+        doc="Who must reach the record store: cluster (every executor; sqlite:// is refused "
+        "off local[...]) or machine (every executor runs on this machine). See [Record "
+        "stores](record-stores.md).",
     )
     retain_batches: int = option(
         10,

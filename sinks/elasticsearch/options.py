@@ -42,10 +42,8 @@ class ElasticsearchOptions(ClientOptions, JsonOptions):
     """
 
     hosts: str | Sequence[str] = option(
-        doc="Comma-separated base URLs of the cluster's nodes (http:// or https://, with a "
-        "path prefix if a proxy needs one). Required. Requests go round-robin; a node that "
-        "cannot be connected to is skipped for a while (1 s, doubling up to 60 s) and the "
-        "request goes to the next one.",
+        doc="Comma-separated base URLs of the cluster's nodes (http:// or https://). "
+        "Required. Requests go round-robin. See [Hosts](#hosts).",
         kind="object",
     )
     index: str | None = option(
@@ -60,17 +58,15 @@ class ElasticsearchOptions(ClientOptions, JsonOptions):
     )
     operation: Operation = option(
         "index",
-        doc="Bulk operation: 'index' (create or replace), 'create' (only if absent; a "
-        "document already there counts as delivered), 'update' (partial update with "
-        "doc_as_upsert: merged into the document, created if absent) or 'delete' (the "
-        "row only gives the id; a missing document counts as deleted).",
+        doc="Bulk operation: 'index' (create or replace), 'create' (only if absent), "
+        "'update' (merged, created if absent) or 'delete'. See "
+        "[Operations](#operations).",
     )
     id_field: str | None = option(
         None,
         doc="Field holding each document's _id (a string or an integer). Without it, _id "
-        "is derived from the task's durable scope and the row's position in it, so that a "
-        "re-sent or replayed row overwrites its document instead of adding a second one "
-        "(across task attempts this needs sinkId; see the README).",
+        "comes from the task's scope and the row's position. See "
+        "[Guarantees](#guarantees).",
     )
     routing_field: str | None = option(
         None, doc="Field holding each document's custom routing value (a string or an integer)."

@@ -135,27 +135,22 @@ class HttpOptions(ClientOptions, JsonOptions):
     )
     parse_partial_failures: bool = option(
         True,
-        doc='Read per-entry outcomes from 2xx responses shaped {"errors": bool, "items": '
-        '[{"status": ...}, ...]} (item i is entry i): entries with a 408, 409, 425, 429 or '
-        "5xx item are retried (429 and 503 as throttling), and those refused with another "
-        "4xx item are bad records.",
+        doc="Read per-entry outcomes from 2xx responses shaped like Elasticsearch bulk "
+        "answers. Retryable items are sent again; other 4xx items are bad records. See "
+        "[Partial failures](#partial-failures).",
     )
     parse_response: ResponseParser | None = option(
         None,
         kind="object",
         doc="From Python only: a callable (response, entries) -> SubmitResult or None that "
-        "judges 2xx responses before the built-in parsing (None falls back to it); the "
-        "response is an httpx.Response, read in full and decoded. It may "
-        "raise RetryableError, ThrottledError or FatalError; anything else fails the task.",
+        "judges 2xx responses before the built-in parsing. None falls back to it. See "
+        "[Custom responses](#custom-responses).",
     )
     reconcile_url: str | None = option(
         None,
         doc="URL template of the endpoint's idempotency status resource, with {key} for the "
-        "percent-encoded key (e.g. http://host/_control/status/{key}). When set, a call left "
-        "unfinished by an earlier attempt is settled by asking it instead of re-sending. It "
-        'must answer 200 {"state": "completed", "status": ..., "response": ...} '
-        "for a key it applied and 404 only for a key it never saw (its entries are then sent "
-        "again under new keys).",
+        "key. A call an earlier attempt left unfinished is then settled by asking it. "
+        "See [Settling calls](#settling-calls).",
     )
 
     def __post_init__(self) -> None:

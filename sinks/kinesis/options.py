@@ -111,13 +111,8 @@ class KinesisOptions(JsonOptions):
     )
     partition_key_mode: PartitionKeyMode = option(
         "auto",
-        doc="How each record's partition key (and so its shard) is chosen: 'field' takes "
-        "partitionKeyField, 'fixed' uses partitionKey for every record, 'random' spreads "
-        "records over the shards as random keys would, equal payloads included (each key "
-        "is a digest of the record's position in the task's input and its payload), 'hash' "
-        "uses a digest of the payload (equal payloads share a shard). 'random' and 'hash' "
-        "key a replayed batch's records as before. 'auto' picks 'field' or 'fixed' "
-        "when that option is set, the partitionKeyFn when one is given, else 'hash'.",
+        doc="How each record's partition key is chosen: 'field', 'fixed', 'random', 'hash' "
+        "or 'auto'. See [Partition keys](#partition-keys).",
     )
     partition_key_field: str | None = option(
         None,
@@ -150,26 +145,13 @@ class KinesisOptions(JsonOptions):
         kind="size",
         minimum=1,
         doc="The stream's maximum record size (data plus partition key): 1 MiB unless the "
-        "stream was raised, up to 10 MiB. A larger record is a bad record (the task fails, "
-        "or it goes to deadLetter). maxBatchSizeInBytes defaults to the larger of 5 MiB and "
-        "this, so that a request can hold such a record.",
+        "stream was raised, up to 10 MiB. A larger record is a bad record.",
     )
     reconcile_by_reading: bool = option(
         True,
-        doc="With sinkId: before re-sending a request left without an answer (by a lost task "
-        "attempt, or in this one: timed out, or its connection lost after it left), read the "
-        "shards its records map to and send again only the records the stream does not "
-        "hold, so that each row is stored once. It first waits until the lost request can "
-        "no longer land (requestTimeoutMs plus reconcileClockSkewMs after it last left), "
-        "then reads the window it could have "
-        "landed in, within reconcileTimeBudgetMs and reconcileByteBudget; a request not "
-        "settled within them is re-sent as it was (at least once) and counted. Needs "
-        "kinesis:ListShards, GetShardIterator and GetRecords. Assumes that no record with the "
-        "same partition key and data reached the same shard inside that window from "
-        "elsewhere (another producer, or a duplicate row of this job's input): it would be "
-        "taken for the lost one and the row not sent again. If rows can repeat, make them "
-        "unique: an id or event time in the data, or as partitionKeyField. 'false' re-sends "
-        "such requests as they were.",
+        doc="With sinkId: before re-sending a request left without an answer, read the "
+        "stream and send only the records it does not hold. 'false' re-sends such "
+        "requests as they were. See [Guarantees](../guarantees.md).",
     )
     reconcile_time_budget_ms: int = option(
         30_000,
