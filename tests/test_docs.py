@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -159,3 +160,11 @@ def test_a_section_twice_is_an_error() -> None:
     twice = "<!-- options:core -->\n<!-- /options:core -->\n" * 2
     with pytest.raises(ValueError, match="two"):
         readme_sections(twice)
+
+
+def test_readme_links_point_at_files_that_exist() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    targets = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", text)
+    assert targets, "the README links into the docs"
+    missing = [target for target in targets if not (ROOT / target).exists()]
+    assert missing == []
