@@ -132,7 +132,7 @@ async def test_a_writer_gets_its_packed_runs_back_as_slices_and_retries_as_lists
 
 
 class ListingPackingWriter(PackingWriter):
-    """Names the failed entries as the README's writers do: the entries themselves."""
+    """Names the failed entries as the docs' writers do: the entries themselves."""
 
     async def submit_request_entries(self, entries: Sequence[bytes]) -> list[bytes]:
         self.requests.append((type(entries), b"", list(entries)))

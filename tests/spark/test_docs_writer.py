@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
 @pytest.fixture(scope="module")
 def webhook(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The README's two modules, shipped to the Python workers; the factory's name."""
+    """The docs page's two modules, shipped to the Python workers; the factory's name."""
     folder: Path = tmp_path_factory.mktemp("readme-writer")
     program, factory = code_blocks("writing-a-sink.md")[:2]
     for name, code in (("webhook.py", program), ("webhook_spark.py", factory)):
@@ -67,7 +67,7 @@ def test_the_readme_writer_as_a_registered_sink_and_data_source(
 
 
 def test_a_row_and_its_dict_encode_alike(webhook: str, spark: Any) -> None:
-    import webhook as program  # the README's module, importable here too
+    import webhook as program  # the docs page's module, importable here too
     from pyspark.sql import Row
 
     writer = program.WebhookWriter("http://127.0.0.1:9/")
