@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 __all__ = ["LatencyHistogram", "WriterStatistics"]
@@ -47,6 +48,14 @@ class LatencyHistogram:
             if count and seen >= rank:
                 return round(_BOUNDS[index], 3)
         return round(_BOUNDS[len(self.counts) - 1], 3)
+
+    def middles(self) -> Iterator[tuple[float, int]]:
+        """Each non-empty bucket's middle (ms; the geometric mean of its bounds, half the
+        first bucket's bound) with its count: a latency the bucket holds, within 12%."""
+        for index, count in enumerate(self.counts):
+            if count:
+                low = _BOUNDS[index - 1] if index else _BOUNDS[0] / 4
+                yield (low * _BOUNDS[index]) ** 0.5, count
 
     def __add__(self, other: LatencyHistogram) -> LatencyHistogram:
         size = max(len(self.counts), len(other.counts))

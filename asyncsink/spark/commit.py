@@ -1,6 +1,9 @@
 """The driver's side of a durable write: which run it is, and what happens once Spark
 committed it.
 
+Once committed, each task's statistics are recorded as OpenTelemetry metrics (see
+``asyncsink.telemetry``), when the process has an SDK configured.
+
 **Run identity.** A scope is ``(sinkId, run, batch, partition)``. A streaming query's run
 is its persistent id, stored in its checkpoint: the same across restarts of that
 checkpoint (so a replayed micro-batch meets its records), new with a new checkpoint (so a
@@ -28,6 +31,7 @@ import anyio
 from ..durable.completion import ScopeSummary, complete_scopes
 from ..stats import WriterStatistics
 from ..stores import open_store
+from ..telemetry import record_committed
 from .runner import PartitionResult
 from .spec import SinkSpec
 
@@ -108,6 +112,7 @@ def commit_run(
     """
     results = list(results)
     total = sum((result.statistics for result in results), WriterStatistics())
+    record_committed((result.statistics, result.attributes) for result in results)
     sink_id = spec.durable.sink_id
     if sink_id is None:
         return total

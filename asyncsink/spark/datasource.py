@@ -13,7 +13,9 @@ Names: ``asyncsink-<name>`` for every registered sink (``asyncsink-http``,
 ``module:Class``). Options are the same as for ``foreach_batch``. Each task's ``write``
 returns its statistics and its
 durable scope's summary in a commit message; the driver's ``commit`` completes those
-scopes (Spark committed them; see ``commit``), sums the statistics into one log line and,
+scopes (Spark committed them; see ``commit``), records them as OpenTelemetry metrics
+(configured from ``OTEL_*`` variables there, see ``asyncsink.telemetry``), sums the
+statistics into one log line and,
 for a stream, purges call records of batches older than ``retainBatches``; ``abort``
 leaves the records for the retry. These methods run in Python worker processes that
 Spark starts, so everything they need travels in the options, in the writer object Spark
@@ -29,7 +31,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql.datasource import (
@@ -43,6 +45,7 @@ from asyncsink.sinks.registry import SinkEntry, sink_entry, sink_names
 
 from ..durable.completion import ScopeSummary
 from ..stats import WriterStatistics
+from ..telemetry import configure_from_environment
 from .arrow import batch_chunks, check_columns
 from .commit import (
     RunIdentity,
@@ -70,19 +73,21 @@ _SPARK_OWN = frozenset({"checkpointlocation", "path", "queryname"})
 
 @dataclass
 class AsyncSinkCommitMessage(WriterCommitMessage):
-    """One task's statistics and scope summary, sent to the driver's ``commit``."""
+    """One task's statistics, scope summary and metric attributes, sent to the driver's
+    ``commit``."""
 
     statistics: WriterStatistics
     summary: ScopeSummary | None = None
+    attributes: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, result: PartitionResult) -> AsyncSinkCommitMessage:
-        return cls(result.statistics, result.summary)
+        return cls(result.statistics, result.summary, result.attributes)
 
 
 def _results(messages: list[Any]) -> list[PartitionResult]:
     return [
-        PartitionResult(message.statistics, message.summary)
+        PartitionResult(message.statistics, message.summary, message.attributes)
         for message in messages
         if isinstance(message, AsyncSinkCommitMessage)
     ]
@@ -117,6 +122,7 @@ class _BatchWriter(_Tasks, DataSourceArrowWriter):
         return self._deliver(iterator, self.identity)
 
     def commit(self, messages: list[Any]) -> None:
+        configure_from_environment()  # this process is Spark's: nothing else configured it
         results = _results(messages)
         total = commit_run(self.spec, self.identity, results, completed_by="data source commit")
         log.info("write of %s committed: %s", self.spec.sink, total.summary())
@@ -148,6 +154,7 @@ class _StreamWriter(_Tasks, DataSourceStreamArrowWriter):
         return self._deliver(iterator, task_stream_run())
 
     def commit(self, messages: list[Any], batchId: int) -> None:  # noqa: N803 - Spark's name
+        configure_from_environment()  # this process is Spark's: nothing else configured it
         results = _results(messages)
         runs = {result.summary.scope.run for result in results if result.summary is not None}
         if len(runs) > 1:
