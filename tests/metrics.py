@@ -48,7 +48,10 @@ def data_points(reader: InMemoryMetricReader) -> list[tuple[str, dict[str, Any],
     return found
 
 
-def matching(points: list[tuple[str, dict[str, Any], Any]], name: str, **attributes: str) -> list[Any]:
+Points = list[tuple[str, dict[str, Any], Any]]
+
+
+def matching(points: Points, name: str, **attributes: str) -> list[Any]:
     return [
         point
         for found, attrs, point in points
@@ -56,7 +59,7 @@ def matching(points: list[tuple[str, dict[str, Any], Any]], name: str, **attribu
     ]
 
 
-def total(points: list[tuple[str, dict[str, Any], Any]], name: str, **attributes: str) -> int:
+def total(points: Points, name: str, **attributes: str) -> int:
     """The sum of a counter's (or up-down counter's) points with these attributes; for a
     histogram, its count of observations."""
     return sum(

@@ -14,6 +14,7 @@ import pytest
 
 from asyncsink import WriterStatistics
 from asyncsink.spark import foreach_batch, foreach_partition, register_data_sources
+from asyncsink.telemetry import INSTRUMENTS, Kind
 from asyncsink.testing import Faults, FaultServer
 from tests.metrics import data_points, total
 from tests.spark.metrics_file import NAME, exporter_distribution, read_points
@@ -66,8 +67,8 @@ def test_foreach_partition_records_the_committed_job(
     spark: Any, faulty: FaultServer, metric_reader: Any, tmp_path: Path
 ) -> None:
     store = f"sqlite:///{tmp_path}/records.db"
-    stats = foreach_partition(rows(spark, 10_000), "http",
-                              {**options(faulty), "recordStore": store}, sink_id="metrics-fp")  # fmt: skip
+    http = {**options(faulty), "recordStore": store}
+    stats = foreach_partition(rows(spark, 10_000), "http", http, sink_id="metrics-fp")
     points = data_points(metric_reader)
     assert stats.delivered == 10_000
     assert_committed(points, stats, faulty, "metrics-fp")
@@ -80,8 +81,10 @@ def file_stream(spark: Any, folder: Path, files: int, per_file: int) -> Any:
     for f in range(files):
         lines = "\n".join(f'{{"id": "f{f}-{i}", "v": {i}}}' for i in range(per_file))
         (folder / f"part-{f}.json").write_text(lines)
-    return spark.readStream.schema("id STRING, v LONG").option("maxFilesPerTrigger", 1).json(
-        str(folder)
+    return (
+        spark.readStream.schema("id STRING, v LONG")
+        .option("maxFilesPerTrigger", 1)
+        .json(str(folder))
     )
 
 
@@ -157,10 +160,8 @@ def test_the_data_source_records_its_commit_and_its_writers_live(
     points = wait_for(worker_metrics, "asyncsink.entries.delivered", 10_000, **live)
     # The commit message brought each task's statistics: rebuild their sum from the
     # writers' live figures, which count the same requests (no task was retried).
+    names = {spec.field: spec.name for spec in INSTRUMENTS if spec.kind is Kind.COUNTER}
     fields = ("written", "delivered", "retried", "throttled", "requests", "bytes_sent")
-    names = {"written": "asyncsink.entries.written", "delivered": "asyncsink.entries.delivered",
-             "retried": "asyncsink.entries.retried", "throttled": "asyncsink.requests.throttled",
-             "requests": "asyncsink.requests.sent", "bytes_sent": "asyncsink.bytes.sent"}  # fmt: skip
     stats = WriterStatistics(**{field: total(points, names[field], **live) for field in fields})
     assert stats.delivered == 10_000
     assert total(points, "asyncsink.request.duration", **live) == stats.requests
