@@ -395,7 +395,6 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         if self._tasks:
             with anyio.CancelScope(shield=True):
                 await asyncio.wait(self._tasks)
-        self._metrics.update()
         self._metrics.close()
         if self._counts["delivered"]:
             mark_reached(self.describe_destination())
@@ -786,7 +785,6 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             self._spawn(self._send(call))
             started = True
         if started:
-            self._metrics.update()
             self._signal()
         return started
 

@@ -22,7 +22,7 @@ class Kind(enum.Enum):
 
     COUNTER = "Counter"
     HISTOGRAM = "Histogram"
-    UP_DOWN_COUNTER = "UpDownCounter"
+    OBSERVABLE_UP_DOWN_COUNTER = "ObservableUpDownCounter"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,6 +41,11 @@ class Instrument:
 
 def _counter(name: str, unit: str, field: str, description: str) -> Instrument:
     return Instrument(name=name, kind=Kind.COUNTER, unit=unit, field=field, description=description)
+
+
+def _level(name: str, unit: str, description: str) -> Instrument:
+    kind = Kind.OBSERVABLE_UP_DOWN_COUNTER
+    return Instrument(name=name, kind=kind, unit=unit, description=description)
 
 
 # Seconds: from half a millisecond (a loopback endpoint) to a minute (requestTimeoutMs).
@@ -80,11 +85,9 @@ INSTRUMENTS: tuple[Instrument, ...] = (
                description="Time from a request's start to its answer, failure or timeout."),
     Instrument(name="asyncsink.request.entries", kind=Kind.HISTOGRAM, unit="{entry}",
                buckets=ENTRIES_BUCKETS, description="Entries per request (live only)."),
-    Instrument(name="asyncsink.requests.limit", kind=Kind.UP_DOWN_COUNTER, unit="{request}",
-               description="Requests allowed in flight, summed over the running writers "
-               "(live only)."),
-    Instrument(name="asyncsink.requests.active", kind=Kind.UP_DOWN_COUNTER, unit="{request}",
-               description="Requests in flight (live only)."),
-    Instrument(name="asyncsink.entries.buffered", kind=Kind.UP_DOWN_COUNTER, unit="{entry}",
-               description="Entries waiting in the writers' buffers (live only)."),
+    _level("asyncsink.requests.limit", "{request}",
+           "Requests allowed in flight, summed over the running writers (live only)."),
+    _level("asyncsink.requests.active", "{request}", "Requests in flight (live only)."),
+    _level("asyncsink.entries.buffered", "{entry}",
+           "Entries waiting in the writers' buffers (live only)."),
 )  # fmt: skip

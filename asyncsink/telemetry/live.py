@@ -1,14 +1,18 @@
 """What a running writer records: ``WriterMetrics``, a null object without an SDK.
 
-The writer calls ``request_ended`` once per request and ``update`` when requests start
-or end, never per entry. ``update`` reads the writer's counts (through the function it
-was given), adds to the counters what they grew by since the last call, and moves the
-up-down counters (requests allowed and in flight, entries buffered) to the writer's
-current values; ``close`` takes this writer's share of those back out.
+The writer calls ``request_ended`` once per request and ``update`` when a request ended,
+never per entry. ``request_ended`` records the request's duration and size (and a
+failure, with its type). ``update`` does nothing until ``SYNC_S`` passed since it last
+looked; then it reads the writer's counts (through the function it was given) and adds
+to the counters what they grew by; ``close`` does that a last time. So a request costs
+two histogram observations, whatever the number of counters. The levels (requests
+allowed and in flight, entries buffered) are observable: the SDK reads them from the
+running writers when it collects, so a writer whose requests hang still shows them.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -18,9 +22,10 @@ from .meter import Instruments, active_instruments
 
 __all__ = ["LiveMetrics", "NoMetrics", "WriterMetrics", "writer_metrics"]
 
-# Statistics fields the writer's counts are synced from (requests, failures and timeouts
-# are recorded per request instead, with their error type).
-_PER_REQUEST = frozenset(("requests", "requests_failed", "timeouts", "latency"))
+SYNC_S = 0.5  # how often a running writer's counts reach the counters, at most
+
+# Statistics fields recorded per request instead, failures with their error type
+_PER_REQUEST = frozenset(("requests_failed", "timeouts", "latency"))
 _SYNCED = tuple(
     (spec.field, spec.name)
     for spec in INSTRUMENTS
@@ -29,8 +34,6 @@ _SYNCED = tuple(
 # The writer's counts (``WriterStatistics`` field names), requests allowed, requests in
 # flight and entries buffered, as a writer's ``read`` function gives them.
 Reading = tuple[Mapping[str, int], int, int, int]
-
-_LEVELS = ("asyncsink.requests.limit", "asyncsink.requests.active", "asyncsink.entries.buffered")
 
 
 class WriterMetrics(Protocol):
@@ -41,10 +44,11 @@ class WriterMetrics(Protocol):
         or timed out."""
 
     def update(self) -> None:
-        """Read the writer's counts and levels, and record what changed."""
+        """Read the writer's counts and levels, and record what changed (at most every
+        ``SYNC_S``)."""
 
     def close(self) -> None:
-        """The writer closed: its levels leave the process's sums."""
+        """The writer closed: its last counts are recorded, its levels leave the sums."""
 
 
 class NoMetrics:
@@ -67,13 +71,13 @@ class LiveMetrics:
         self, instruments: Instruments, attributes: Attributes, read: Callable[[], Reading]
     ) -> None:
         self._read = read
+        self._next_sync = 0.0
         self._attributes = {**attributes, REPORT: LIVE}
         self._failed_attributes: dict[str, dict[str, str]] = {}
         self._counters = [(field, instruments[name]) for field, name in _SYNCED]
         self._reported = dict.fromkeys((field for field, _ in _SYNCED), 0)
-        self._levels = [instruments[name] for name in _LEVELS]
-        self._level_values = [0, 0, 0]
-        self._sent = instruments["asyncsink.requests.sent"]
+        self._running = instruments.running
+        self._running.add(self)
         self._failed = instruments["asyncsink.requests.failed"]
         self._timed_out = instruments["asyncsink.requests.timed_out"]
         self._duration = instruments["asyncsink.request.duration"]
@@ -81,7 +85,6 @@ class LiveMetrics:
 
     def request_ended(self, seconds: float, entries: int, error_type: str | None) -> None:
         attributes = self._attributes
-        self._sent.add(1, attributes)
         self._entries.record(entries, attributes)
         if error_type is not None:
             attributes = self._with_error(error_type)
@@ -91,24 +94,32 @@ class LiveMetrics:
         self._duration.record(seconds, attributes)
 
     def update(self) -> None:
-        counts, limit, active, buffered = self._read()
+        now = time.monotonic()
+        if now >= self._next_sync:
+            self._next_sync = now + SYNC_S
+            self._sync()
+
+    def close(self) -> None:
+        self._sync()
+        self._running.discard(self)
+
+    @property
+    def attributes(self) -> Mapping[str, str]:
+        """The attributes of this writer's data points."""
+        return self._attributes
+
+    def levels(self) -> tuple[int, ...]:
+        """Requests allowed in flight, requests in flight, entries buffered."""
+        return self._read()[1:]
+
+    def _sync(self) -> None:
+        counts = self._read()[0]
         attributes, reported = self._attributes, self._reported
         for field, counter in self._counters:
             grown = counts[field] - reported[field]
             if grown:
                 reported[field] += grown
                 counter.add(grown, attributes)
-        self._set_levels((limit, active, buffered))
-
-    def close(self) -> None:
-        self._set_levels((0, 0, 0))
-
-    def _set_levels(self, values: tuple[int, int, int]) -> None:
-        for index, value in enumerate(values):
-            moved = value - self._level_values[index]
-            if moved:
-                self._level_values[index] = value
-                self._levels[index].add(moved, self._attributes)
 
     def _with_error(self, error_type: str) -> dict[str, str]:
         found = self._failed_attributes.get(error_type)
