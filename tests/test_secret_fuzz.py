@@ -1,8 +1,9 @@
 """Secrets made of the characters that break naive masking (``/ ? # @ : %``, and
 non-ASCII ones), given in every secret option of every sink and inside URLs (userinfo,
 query): no trace of them in exceptions, tracebacks, DEBUG logs, the reprs of options and
-writers, dead letters, statistics or the attributes of metric data points, whether the options are refused or the writer runs
-against an endpoint that echoes every request header it received.
+writers, dead letters, statistics or the attributes of metric data points, whether the
+options are refused or the writer runs against an endpoint that echoes every request
+header it received.
 
 Each secret carries a marker that appears nowhere else; its raw, percent-encoded and
 JSON-escaped forms, and the Authorization values built from it, are looked for.
