@@ -53,37 +53,44 @@ def write_chart(points: Sequence[BatchPoint], path: Path) -> str:
 
 def _draw(points: Sequence[BatchPoint], path: Path) -> None:
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     figure = Figure(figsize=(9, 8), layout="constrained")
     rate, latency, limit = figure.subplots(3, 1, sharex=True)
+    starts = [point.end_s - point.seconds for point in points]
     ends = [point.end_s for point in points]
-    rate.step(ends, [point.rate for point in points], where="pre", label="delivered")
+    middles = [(start + end) / 2 for start, end in zip(starts, ends, strict=True)]
+    rate.hlines([point.rate for point in points], starts, ends, label="delivered", lw=2)
     rate.set_ylabel("entries / s")
-    _mark(rate, points)
+    rate.set_ylim(bottom=0)
+    _mark(rate, points, middles)
     for label, values in (("p50", [p.p50_ms for p in points]), ("p99", [p.p99_ms for p in points])):
-        latency.plot(ends, [value if value is not None else float("nan") for value in values],
+        latency.plot(middles, [value if value is not None else float("nan") for value in values],
                      marker="o", label=label)  # fmt: skip
     latency.set_ylabel("request latency (ms)")
+    latency.set_ylim(bottom=0)
     latency.legend(loc="upper right")
-    limit.step(ends, [point.limit for point in points], where="pre")
+    limit.hlines([point.limit for point in points], starts, ends, lw=2)
     limit.set_ylabel("requests in flight, limit")
-    limit.set_xlabel("seconds since the stream started (one point per micro-batch)")
+    limit.set_ylim(0, max(point.limit for point in points) + 1)
+    limit.yaxis.set_major_locator(MaxNLocator(integer=True))
+    limit.set_xlabel("seconds since the stream started (a line per micro-batch)")
     figure.suptitle("asyncsink demo")
     figure.savefig(path, dpi=100)
 
 
-def _mark(axes: object, points: Sequence[BatchPoint]) -> None:
-    """Marks on the rate plot: a triangle per batch with throttles, a cross per batch
-    with retries, sized by their count."""
+def _mark(axes: object, points: Sequence[BatchPoint], middles: Sequence[float]) -> None:
+    """Marks on the rate plot, mid-batch: a triangle per batch with throttles, a cross
+    per batch with retries, sized by their count."""
     from matplotlib.axes import Axes
 
     assert isinstance(axes, Axes)
-    throttled = [p for p in points if p.throttled]
-    retried = [p for p in points if p.retried]
-    axes.scatter([p.end_s for p in throttled], [p.rate for p in throttled], marker="v",
-                 s=[20 + p.throttled for p in throttled], color="tab:red",
+    throttled = [(x, p) for x, p in zip(middles, points, strict=True) if p.throttled]
+    retried = [(x, p) for x, p in zip(middles, points, strict=True) if p.retried]
+    axes.scatter([x for x, _ in throttled], [p.rate for _, p in throttled], marker="v",
+                 s=[30 + 3 * p.throttled for _, p in throttled], color="tab:red",
                  label="throttled requests")  # fmt: skip
-    axes.scatter([p.end_s for p in retried], [p.rate for p in retried], marker="x",
-                 s=[20 + p.retried // 10 for p in retried], color="tab:orange",
+    axes.scatter([x for x, _ in retried], [p.rate for _, p in retried], marker="x",
+                 s=[30 + p.retried // 5 for _, p in retried], color="tab:orange",
                  label="retried entries")  # fmt: skip
     axes.legend(loc="lower right")
