@@ -2,7 +2,8 @@
 committed it.
 
 Once committed, each task's statistics are recorded as OpenTelemetry metrics (see
-``asyncsink.telemetry``), when the process has an SDK configured.
+``asyncsink.telemetry``), when the process has an SDK configured, or the ``OTEL_*``
+variables configure one.
 
 **Run identity.** A scope is ``(sinkId, run, batch, partition)``. A streaming query's run
 is its persistent id, stored in its checkpoint: the same across restarts of that
@@ -31,7 +32,7 @@ import anyio
 from ..durable.completion import ScopeSummary, complete_scopes
 from ..stats import WriterStatistics
 from ..stores import open_store
-from ..telemetry import record_committed
+from ..telemetry import configure_from_environment, record_committed
 from .runner import PartitionResult
 from .spec import SinkSpec
 
@@ -112,6 +113,8 @@ def commit_run(
     """
     results = list(results)
     total = sum((result.statistics for result in results), WriterStatistics())
+    configure_from_environment()  # under Spark Connect and in a data source's commit,
+    # this process is Spark's: only the OTEL_* variables can configure it
     record_committed((result.statistics, result.attributes) for result in results)
     sink_id = spec.durable.sink_id
     if sink_id is None:

@@ -13,9 +13,8 @@ Names: ``asyncsink-<name>`` for every registered sink (``asyncsink-http``,
 ``module:Class``). Options are the same as for ``foreach_batch``. Each task's ``write``
 returns its statistics and its
 durable scope's summary in a commit message; the driver's ``commit`` completes those
-scopes (Spark committed them; see ``commit``), records them as OpenTelemetry metrics
-(configured from ``OTEL_*`` variables there, see ``asyncsink.telemetry``), sums the
-statistics into one log line and,
+scopes (Spark committed them; see ``commit``), records them as OpenTelemetry metrics,
+sums the statistics into one log line and,
 for a stream, purges call records of batches older than ``retainBatches``; ``abort``
 leaves the records for the retry. These methods run in Python worker processes that
 Spark starts, so everything they need travels in the options, in the writer object Spark
@@ -45,7 +44,6 @@ from asyncsink.sinks.registry import SinkEntry, sink_entry, sink_names
 
 from ..durable.completion import ScopeSummary
 from ..stats import WriterStatistics
-from ..telemetry import configure_from_environment
 from .arrow import batch_chunks, check_columns
 from .commit import (
     RunIdentity,
@@ -122,7 +120,6 @@ class _BatchWriter(_Tasks, DataSourceArrowWriter):
         return self._deliver(iterator, self.identity)
 
     def commit(self, messages: list[Any]) -> None:
-        configure_from_environment()  # this process is Spark's: nothing else configured it
         results = _results(messages)
         total = commit_run(self.spec, self.identity, results, completed_by="data source commit")
         log.info("write of %s committed: %s", self.spec.sink, total.summary())
@@ -154,7 +151,6 @@ class _StreamWriter(_Tasks, DataSourceStreamArrowWriter):
         return self._deliver(iterator, task_stream_run())
 
     def commit(self, messages: list[Any], batchId: int) -> None:  # noqa: N803 - Spark's name
-        configure_from_environment()  # this process is Spark's: nothing else configured it
         results = _results(messages)
         runs = {result.summary.scope.run for result in results if result.summary is not None}
         if len(runs) > 1:

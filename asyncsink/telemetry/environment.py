@@ -1,8 +1,10 @@
 """An SDK from the standard ``OTEL_*`` environment variables, in processes Spark starts.
 
 An application configures OpenTelemetry in its own process. Spark's Python workers (the
-executors' tasks, and the process that runs a data source's ``commit``) are started by
-Spark, where nothing of the application runs first. There, with the SDK installed and
+executors' tasks, the process that runs a data source's ``commit``, and under Spark
+Connect the one that runs ``foreachBatch``) are started by Spark, where nothing of the
+application runs first. asyncsink calls ``configure_from_environment`` where it records
+(the Spark runner, the driver's commit). With the SDK installed and
 ``OTEL_METRICS_EXPORTER`` set (``spark.executorEnv.OTEL_METRICS_EXPORTER`` on a
 cluster), asyncsink sets up a meter provider as OpenTelemetry's own auto-configuration
 would: one reader per exporter named (``otlp``, ``prometheus``, ``console``, or any
