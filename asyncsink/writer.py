@@ -63,7 +63,7 @@ from .rate_limit import AIMDWindow
 from .recording import CallRecorder, NoRecords
 from .request import CallInfo, SubmitResult, _current, as_result, integer
 from .retry import ErrorKind, RetryPolicy, default_classification
-from .stats import LatencyHistogram, WriterStatistics, new_latency_counts
+from .stats import LatencyHistogram, RequestSizes, WriterStatistics, new_latency_counts
 from .telemetry import NoMetrics, WriterMetrics, sink_attributes, writer_metrics
 from .telemetry.live import Reading
 
@@ -186,6 +186,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             0,
         )
         self._latency = new_latency_counts()
+        self._request_entries: dict[int, int] = {}  # requests by the entries they carried
         self._connection_failed_once = False
         self._metrics: WriterMetrics = NoMetrics()  # until opened with an SDK configured
 
@@ -900,9 +901,9 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         now = time.monotonic()
         self._counts["requests"] += 1
         self._latency[LatencyHistogram.bucket((now - call.started) * 1000)] += 1
-        self._metrics.request_ended(
-            now - call.started, len(call.run.entries), _error_type(error, timed_out)
-        )
+        sizes, size = self._request_entries, len(call.run.entries)
+        sizes[size] = sizes.get(size, 0) + 1
+        self._metrics.request_ended(now - call.started, _error_type(error, timed_out))
         if timed_out or error is not None:
             self._on_request_failed(call, error, timed_out, now)
         else:
@@ -1252,6 +1253,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             window=self._window.size,
             in_flight_limit=self._limiter.limit,
             latency=LatencyHistogram.of(list(self._latency)),
+            request_entries=RequestSizes.of(self._request_entries),
         )
 
     def metric_attributes(self) -> dict[str, str]:

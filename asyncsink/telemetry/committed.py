@@ -2,14 +2,16 @@
 
 The tasks bring their statistics back (``foreach_*`` as partition results, the data
 sources in commit messages), each with its writer's attributes. The driver adds every
-counter of ``INSTRUMENTS`` that a statistics field feeds, and one request-duration
-observation per request, at the middle of the latency bucket the writer counted it in
-(within 12% of the measured time). Nothing is recorded without an SDK.
+counter of ``INSTRUMENTS`` that a statistics field feeds, and for each request one
+entries-per-request observation and one request-duration observation, at the middle of
+the latency bucket the writer counted it in (within 12% of the measured time). Nothing is
+recorded without an SDK.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from ..stats import WriterStatistics
 from .attributes import COMMITTED, REPORT, Attributes
@@ -22,6 +24,7 @@ _COUNTERS = tuple(
     (spec.field, spec.name) for spec in INSTRUMENTS if spec.kind is Kind.COUNTER and spec.field
 )
 _DURATION = "asyncsink.request.duration"
+_ENTRIES = "asyncsink.request.entries"
 
 
 def record_committed(reports: Iterable[tuple[WriterStatistics, Attributes]]) -> None:
@@ -38,7 +41,14 @@ def _record(instruments: Instruments, statistics: WriterStatistics, attributes: 
         value = getattr(statistics, field)
         if value:
             instruments[name].add(value, attributes)
-    duration = instruments[_DURATION]
-    for middle_ms, count in statistics.latency.middles():
+    _replay(instruments[_DURATION], statistics.latency.middles(), attributes, scale=1 / 1000)
+    _replay(instruments[_ENTRIES], statistics.request_entries.counts, attributes)
+
+
+def _replay(
+    histogram: Any, values: Iterable[tuple[float, int]], attributes: Attributes, scale: float = 1
+) -> None:
+    """Record each ``(value, count)``: ``count`` observations of ``value * scale``."""
+    for value, count in values:
         for _ in range(count):
-            duration.record(middle_ms / 1000, attributes)
+            histogram.record(value * scale, attributes)

@@ -1,13 +1,16 @@
 """What a running writer records: ``WriterMetrics``, a null object without an SDK.
 
 The writer calls ``request_ended`` once per request and ``update`` when a request ended,
-never per entry. ``request_ended`` records the request's duration and size (and a
+never per entry. ``request_ended`` only notes the request's duration (and counts a
 failure, with its type). ``update`` does nothing until ``SYNC_S`` passed since it last
-looked; then it reads the writer's counts (through the function it was given) and adds
-to the counters what they grew by; ``close`` does that a last time. So a request costs
-two histogram observations, whatever the number of counters. The levels (requests
-allowed and in flight, entries buffered) are observable: the SDK reads them from the
-running writers when it collects, so a writer whose requests hang still shows them.
+looked; then it records the noted durations, one observation each, reads the writer's
+counts (through the function it was given) and adds to the counters what they grew by;
+``close`` does that a last time. An SDK call costs about as much as a request's other
+work for 5 to 10 entries, and calls made together cost less each: so a request costs one
+call, made later with others, and entries per request are recorded from the committed
+statistics only. The levels (requests allowed and in flight, entries buffered)
+are observable: the SDK reads them from the running writers when it collects, so a
+writer whose requests hang still shows them.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ __all__ = ["LiveMetrics", "NoMetrics", "WriterMetrics", "writer_metrics"]
 SYNC_S = 0.5  # how often a running writer's counts reach the counters, at most
 
 # Statistics fields recorded per request instead, failures with their error type
-_PER_REQUEST = frozenset(("requests_failed", "timeouts", "latency"))
+_PER_REQUEST = frozenset(("requests_failed", "timeouts", "latency", "request_entries"))
 _SYNCED = tuple(
     (spec.field, spec.name)
     for spec in INSTRUMENTS
@@ -39,7 +42,7 @@ Reading = tuple[Mapping[str, int], int, int, int]
 class WriterMetrics(Protocol):
     """Where a writer reports what it does, as it does it."""
 
-    def request_ended(self, seconds: float, entries: int, error_type: str | None) -> None:
+    def request_ended(self, seconds: float, error_type: str | None) -> None:
         """A request ended after ``seconds``: answered (``error_type`` ``None``), failed
         or timed out."""
 
@@ -54,7 +57,7 @@ class WriterMetrics(Protocol):
 class NoMetrics:
     """Records nothing: the writer's metrics when no OpenTelemetry SDK is configured."""
 
-    def request_ended(self, seconds: float, entries: int, error_type: str | None) -> None:
+    def request_ended(self, seconds: float, error_type: str | None) -> None:
         pass
 
     def update(self) -> None:
@@ -81,17 +84,16 @@ class LiveMetrics:
         self._failed = instruments["asyncsink.requests.failed"]
         self._timed_out = instruments["asyncsink.requests.timed_out"]
         self._duration = instruments["asyncsink.request.duration"]
-        self._entries = instruments["asyncsink.request.entries"]
+        self._ended: list[tuple[float, Attributes]] = []  # durations not yet recorded
 
-    def request_ended(self, seconds: float, entries: int, error_type: str | None) -> None:
+    def request_ended(self, seconds: float, error_type: str | None) -> None:
         attributes = self._attributes
-        self._entries.record(entries, attributes)
         if error_type is not None:
             attributes = self._with_error(error_type)
             self._failed.add(1, attributes)
             if error_type == "timeout":
                 self._timed_out.add(1, self._attributes)
-        self._duration.record(seconds, attributes)
+        self._ended.append((seconds, attributes))
 
     def update(self) -> None:
         now = time.monotonic()
@@ -113,6 +115,10 @@ class LiveMetrics:
         return self._read()[1:]
 
     def _sync(self) -> None:
+        ended, self._ended = self._ended, []
+        record = self._duration.record
+        for seconds, attributes_of_request in ended:
+            record(seconds, attributes_of_request)
         counts = self._read()[0]
         attributes, reported = self._attributes, self._reported
         for field, counter in self._counters:

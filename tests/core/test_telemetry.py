@@ -65,7 +65,7 @@ def test_live_metrics_match_the_writers_statistics(metric_reader: Any) -> None:
         assert total(points, name, **expected) == getattr(stats, field), name
     assert stats.delivered == 1000 and stats.retried > 0 and stats.throttled > 0
     assert total(points, "asyncsink.request.duration") == stats.requests
-    assert total(points, "asyncsink.request.entries") == stats.requests
+    assert total(points, "asyncsink.request.entries") == 0  # from committed statistics only
     throttled = total(points, "asyncsink.requests.failed", **{"error.type": "ThrottledError"})
     assert throttled == stats.requests_failed
     for level in ("asyncsink.requests.limit", "asyncsink.requests.active",
@@ -119,6 +119,10 @@ def test_committed_statistics_record_one_duration_per_request(metric_reader: Any
     assert total(points, "asyncsink.entries.retried", **committed) == 2 * stats.retried
     assert total(points, "asyncsink.requests.throttled", **committed) == 2 * stats.throttled
     assert total(points, "asyncsink.request.duration", **committed) == 2 * stats.requests
+    assert total(points, "asyncsink.request.entries", **committed) == 2 * stats.requests
+    (sizes,) = [p for name, _, p in points if name == "asyncsink.request.entries"]
+    assert sizes.sum == 2 * sum(entries * n for entries, n in stats.request_entries.counts)
+    assert sizes.max == 20  # maxBatchSize
     assert before == stats.requests  # the live ones, untouched
 
 
