@@ -267,7 +267,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
     def destination_name(self) -> str:
         """Where this writer's requests go, short and stable, for metric attributes: a
         host and path, a stream, an index; never a credential. Defaults to
-        ``describe_destination`` without what ``mask_url`` would mask."""
+        ``describe_destination`` (the attribute drops what ``mask_url`` would mask)."""
         return self.describe_destination()
 
     def classify_error(self, exc: BaseException) -> ErrorKind:
