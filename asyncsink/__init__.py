@@ -30,7 +30,7 @@ from .options import SinkOptions
 from .packed import PackedEntries
 from .request import CallInfo, SubmitResult, current_call, idempotency_key
 from .retry import ErrorKind
-from .stats import LatencyHistogram, WriterStatistics
+from .stats import LatencyHistogram, RequestSizes, WriterStatistics
 from .stores.base import RecordStore, Scope
 from .writer import AsyncSinkWriter
 
@@ -62,6 +62,7 @@ __all__ = [
     "PackedEntries",
     "RecordStore",
     "ReplayMismatchError",
+    "RequestSizes",
     "RetryableError",
     "Scope",
     "SinkOptions",

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["LatencyHistogram", "WriterStatistics"]
+__all__ = ["LatencyHistogram", "RequestSizes", "WriterStatistics"]
 
 # Bucket upper bounds in milliseconds: 0.25 ms .. ~8.4 min, each 25% above the last.
 _BOUNDS: tuple[float, ...] = tuple(0.25 * 1.25**i for i in range(76))
@@ -48,11 +49,37 @@ class LatencyHistogram:
                 return round(_BOUNDS[index], 3)
         return round(_BOUNDS[len(self.counts) - 1], 3)
 
+    def middles(self) -> Iterator[tuple[float, int]]:
+        """Each non-empty bucket's middle (ms; the geometric mean of its bounds, half the
+        first bucket's bound) with its count: a latency the bucket holds, within 12%."""
+        for index, count in enumerate(self.counts):
+            if count:
+                low = _BOUNDS[index - 1] if index else _BOUNDS[0] / 4
+                yield (low * _BOUNDS[index]) ** 0.5, count
+
     def __add__(self, other: LatencyHistogram) -> LatencyHistogram:
         size = max(len(self.counts), len(other.counts))
         a = self.counts + (0,) * (size - len(self.counts))
         b = other.counts + (0,) * (size - len(other.counts))
         return LatencyHistogram(tuple(x + y for x, y in zip(a, b, strict=True)))
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSizes:
+    """How many requests carried each number of entries: ``(entries, requests)`` pairs,
+    by entries (a writer's requests come in few sizes: its batch size, and retries)."""
+
+    counts: tuple[tuple[int, int], ...] = ()
+
+    @classmethod
+    def of(cls, counts: Mapping[int, int]) -> RequestSizes:
+        return cls(tuple(sorted(counts.items())))
+
+    def __add__(self, other: RequestSizes) -> RequestSizes:
+        merged = dict(self.counts)
+        for entries, requests in other.counts:
+            merged[entries] = merged.get(entries, 0) + requests
+        return RequestSizes.of(merged)
 
 
 def new_latency_counts() -> list[int]:
@@ -77,7 +104,8 @@ class WriterStatistics:
     since a limit holds per writer and the writers of a job need not run at once.
     ``timeouts`` counts requests the writer gave up on after ``requestTimeoutMs``; one a
     sink's own client gave up on (the HTTP sink's ``readTimeoutMs``) is one of
-    ``requests_failed``.
+    ``requests_failed``. ``latency`` counts the requests by duration (ms),
+    ``request_entries`` by the entries they carried.
     """
 
     written: int = 0
@@ -99,6 +127,7 @@ class WriterStatistics:
     window: int = 0
     in_flight_limit: int = 0
     latency: LatencyHistogram = field(default_factory=LatencyHistogram)
+    request_entries: RequestSizes = field(default_factory=RequestSizes)
 
     @property
     def p50_ms(self) -> float | None:

@@ -63,7 +63,9 @@ from .rate_limit import AIMDWindow
 from .recording import CallRecorder, NoRecords
 from .request import CallInfo, SubmitResult, _current, as_result, integer
 from .retry import ErrorKind, RetryPolicy, default_classification
-from .stats import LatencyHistogram, WriterStatistics, new_latency_counts
+from .stats import LatencyHistogram, RequestSizes, WriterStatistics, new_latency_counts
+from .telemetry import NoMetrics, WriterMetrics, sink_attributes, writer_metrics
+from .telemetry.live import Reading
 
 __all__ = ["AsyncSinkWriter", "WriterSnapshot"]
 
@@ -119,6 +121,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
     """
 
     takes_mappings: bool = False
+    sink_name: str = ""  # the sink's name in metrics; the class name when empty
 
     def __init__(
         self, *, options: SinkOptions | None = None, call_log: CallRecorder | None = None
@@ -183,7 +186,9 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             0,
         )
         self._latency = new_latency_counts()
+        self._request_entries: dict[int, int] = {}  # requests by the entries they carried
         self._connection_failed_once = False
+        self._metrics: WriterMetrics = NoMetrics()  # until opened with an SDK configured
 
     # ------------------------------------------------------------------ the contract
 
@@ -258,6 +263,12 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         """Where this writer's requests go, for logs and messages: never a secret (show a
         URL with ``asyncsink.masking.mask_url``). Defaults to the writer's class name."""
         return type(self).__name__
+
+    def destination_name(self) -> str:
+        """Where this writer's requests go, short and stable, for metric attributes: a
+        host and path, a stream, an index; never a credential. Defaults to
+        ``describe_destination`` (the attribute drops what ``mask_url`` would mask)."""
+        return self.describe_destination()
 
     def classify_error(self, exc: BaseException) -> ErrorKind:
         """Sort a whole-request failure into retryable, throttled or fatal."""
@@ -338,6 +349,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             await self._log.open(self.serialize_entry, self.reconcile)
             self._scope = self._log.scope_name
             self._skip_all = self._log.completed
+            self._metrics = writer_metrics(self.metric_attributes(), self._metric_reading)
             self._take_from_log()
             tg.start_soon(self._timer_loop)
         except BaseException as exc:
@@ -384,6 +396,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         if self._tasks:
             with anyio.CancelScope(shield=True):
                 await asyncio.wait(self._tasks)
+        self._metrics.close()
         if self._counts["delivered"]:
             mark_reached(self.describe_destination())
         if self._learning_key is not None:
@@ -888,6 +901,9 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         now = time.monotonic()
         self._counts["requests"] += 1
         self._latency[LatencyHistogram.bucket((now - call.started) * 1000)] += 1
+        sizes, size = self._request_entries, len(call.run.entries)
+        sizes[size] = sizes.get(size, 0) + 1
+        self._metrics.request_ended(now - call.started, _error_type(error, timed_out))
         if timed_out or error is not None:
             self._on_request_failed(call, error, timed_out, now)
         else:
@@ -909,6 +925,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             self._spawn(self._save_outcomes())
         if self._timer_blocked:
             self._wake_timer()
+        self._metrics.update()
         self._signal()
 
     async def _save_outcomes(self) -> None:
@@ -1236,7 +1253,25 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             window=self._window.size,
             in_flight_limit=self._limiter.limit,
             latency=LatencyHistogram.of(list(self._latency)),
+            request_entries=RequestSizes.of(self._request_entries),
         )
+
+    def metric_attributes(self) -> dict[str, str]:
+        """The attributes of this writer's metrics: its sink's name (``sink_name``, else
+        the class name), its ``sinkId`` (with durable records) and ``destination_name``.
+        Read once the writer is open."""
+        sink_id = getattr(getattr(self._log, "scope", None), "sink_id", None)
+        name = self.sink_name or type(self).__name__
+        return sink_attributes(name, self.destination_name(), sink_id)
+
+    def _metric_reading(self) -> Reading:
+        counts = {
+            **self._counts,
+            **self._log.statistics(),
+            "written": self._written,
+            "failed": self._exhausted,
+        }
+        return counts, self._limiter.limit, len(self._calls), len(self._buffer)
 
     def __repr__(self) -> str:
         return (
@@ -1254,6 +1289,13 @@ def _as_ints(sizes: Sequence[object]) -> list[int] | None:
     tolist = getattr(sizes, "tolist", None)
     ints = list(map(integer, tolist() if callable(tolist) else sizes))
     return None if None in ints else ints  # type: ignore[return-value]
+
+
+def _error_type(error: BaseException | None, timed_out: bool) -> str | None:
+    """A failed request's ``error.type`` in metrics; ``None`` for an answer."""
+    if timed_out:
+        return "timeout"
+    return None if error is None else type(error).__name__
 
 
 def _is_stray(exc: BaseException) -> bool:

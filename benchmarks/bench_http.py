@@ -21,6 +21,10 @@ server latencies asked for (100, 20 and 0 ms by default):
   asyncsink without records: what remembering every request costs;
 - with ``--fixed N``, for information: asyncsink with ``adaptiveConcurrency=false`` and
   N in flight, which shows what adapting adds;
+- with ``--otel``: asyncsink in a process with an OpenTelemetry SDK configured (a meter
+  provider with an in-memory reader), against asyncsink without one: what recording
+  metrics costs the writer's hot path (target: at most 3% more client CPU per entry at
+  0 ms);
 - with ``--memory-records``, for information: asyncsink with durable call records in an
   in-memory store (``MemoryStore``): the records' own work (a CRC-32 per entry, a record
   per call) without the SQLite writes, which separates the two costs.
@@ -54,7 +58,7 @@ Exits 1 when a target is missed, after printing everything. ``--quick`` (60,000 
 raising its limit, so its ratios there are not figures to quote.
 
     .venv/bin/python benchmarks/bench_http.py [--entries N] [--rounds R] [--quick]
-        [--latencies 100,20,0] [--wide] [--fixed N] [--memory-records] [--profile]
+        [--latencies 100,20,0] [--wide] [--fixed N] [--memory-records] [--otel] [--profile]
         [--sides durable,aiohttp] [--json PATH]
 
 ``--sides`` runs only the sides named (and asyncsink with its defaults, which every
@@ -128,6 +132,8 @@ TARGETS: dict[tuple[float, str], float] = {
 DURABLE_TARGETS: dict[float, float] = {100.0: 0.95, 20.0: 0.95, 0.0: 0.8}
 # latency in ms -> the most client CPU per entry asyncsink may spend / the aiohttp loop's
 CPU_TARGETS: dict[float, float] = {0.0: 1.3}
+# latency in ms -> the most client CPU per entry asyncsink with an SDK may spend / without
+OTEL_CPU_TARGETS: dict[float, float] = {0.0: 1.03}
 
 SIDES = ("asyncsink", "cold", "durable", "aiohttp", "httpx", "requests")
 BASELINES = ("aiohttp", "httpx", "requests")
@@ -136,6 +142,7 @@ LABELS = {
     "cold": "asyncsink, every run its process's first writer",
     "durable": "asyncsink, durable records (SQLite)",
     "memory": "asyncsink, durable records in memory",
+    "otel": "asyncsink, OpenTelemetry SDK configured",
     "aiohttp": f"hand-written aiohttp loop ({IN_FLIGHT} in flight)",
     "httpx": f"hand-written httpx+anyio loop ({IN_FLIGHT} in flight)",
     "requests": "requests loop (1 in flight)",
@@ -195,6 +202,17 @@ def run_memory(url: str, entries: list[dict[str, Any]]) -> int:
     _Records.runs += 1
     log = CallLog(MemoryStore(), Scope("bench-http", _Records.runs, 0))
     return anyio.run(_asyncsink, url, entries, log)
+
+
+def run_otel(url: str, entries: list[dict[str, Any]]) -> int:
+    """asyncsink in a process whose application configured an OpenTelemetry SDK."""
+    from opentelemetry import metrics
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    if not isinstance(metrics.get_meter_provider(), MeterProvider):
+        metrics.set_meter_provider(MeterProvider(metric_readers=[InMemoryMetricReader()]))
+    return anyio.run(_asyncsink, url, entries)
 
 
 def run_fixed(url: str, entries: list[dict[str, Any]], in_flight: int) -> int:
@@ -272,6 +290,7 @@ RUNNERS: dict[str, Callable[[str, list[dict[str, Any]]], int]] = {
     "cold": run_cold,
     "durable": run_durable,
     "memory": run_memory,
+    "otel": run_otel,
     "aiohttp": run_aiohttp,
     "httpx": run_httpx,
     "requests": run_requests,
@@ -376,6 +395,20 @@ def comparisons(results: dict[float, dict[str, dict[str, Any]]]) -> list[dict[st
             name = f"{LABELS[durable]} vs without records"
             target = DURABLE_TARGETS.get(latency_ms) if durable == "durable" else None
             rows.append(_rate_row(latency_ms, sides, name, durable, "asyncsink", target))
+        if "otel" in sides:
+            rows.append(_rate_row(latency_ms, sides, LABELS["otel"] + " vs without",
+                                  "otel", "asyncsink"))  # fmt: skip
+            rows.append(
+                comparison(
+                    f"HTTP {latency_ms:g} ms: client CPU per entry, with an OpenTelemetry "
+                    "SDK vs without",
+                    "us/entry",
+                    sides["otel"]["cpu_runs"],
+                    sides["asyncsink"]["cpu_runs"],
+                    OTEL_CPU_TARGETS.get(latency_ms),
+                    lower_is_better=True,
+                )
+            )
         if "cold" in sides and "aiohttp" in sides:
             name = f"{LABELS['cold']} vs {LABELS['aiohttp']}"
             rows.append(_rate_row(latency_ms, sides, name, "cold", "aiohttp"))
@@ -445,11 +478,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--memory-records", action="store_true", help="add durable records in memory"
     )
+    parser.add_argument(
+        "--otel", action="store_true", help="add asyncsink with an OpenTelemetry SDK"
+    )
     parser.add_argument("--profile", action="store_true", help="profile asyncsink runs")
     parser.add_argument(
         "--sides",
         help=f"only these sides, comma-separated (asyncsink always runs): "
-        f"{', '.join(SIDES)}, memory",
+        f"{', '.join(SIDES)}, memory, otel",
     )
     parser.add_argument("--json", type=Path, help="write the results to this file")
     args = parser.parse_args(argv)
@@ -460,8 +496,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     chosen = {"asyncsink", *args.sides.split(",")} if args.sides else None
     if args.memory_records or (chosen and "memory" in chosen):
         sides.insert(sides.index("durable") + 1, "memory")
+    if args.otel or (chosen and "otel" in chosen):
+        sides.insert(1, "otel")
     if chosen is not None:
-        if unknown := chosen - set(SIDES) - {"memory"}:
+        if unknown := chosen - set(SIDES) - {"memory", "otel"}:
             parser.error(f"--sides: no side {', '.join(sorted(unknown))}")
         sides = [side for side in sides if side in chosen or side.startswith("fixed")]
     inputs = make_wide_entries if args.wide else make_entries

@@ -1,4 +1,5 @@
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -22,3 +23,12 @@ def _fresh_concurrency_memory() -> Iterator[None]:
     forget_learned()
     yield
     forget_learned()
+
+
+@pytest.fixture
+def metric_reader() -> Iterator[Any]:
+    """An OpenTelemetry SDK with an in-memory reader, as this process's meter provider."""
+    from tests.metrics import in_memory_metrics
+
+    with in_memory_metrics() as reader:
+        yield reader

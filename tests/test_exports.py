@@ -3,10 +3,11 @@
 import asyncsink
 import asyncsink.durable
 import asyncsink.stores
+import asyncsink.telemetry
 
 
 def test_all_names_are_exported_and_nothing_public_is_missing() -> None:
-    for module in (asyncsink, asyncsink.durable, asyncsink.stores):
+    for module in (asyncsink, asyncsink.durable, asyncsink.stores, asyncsink.telemetry):
         for name in module.__all__:
             assert hasattr(module, name), f"{module.__name__}.{name} is in __all__ but missing"
     public = {

@@ -1,8 +1,9 @@
 """Secrets made of the characters that break naive masking (``/ ? # @ : %``, and
 non-ASCII ones), given in every secret option of every sink and inside URLs (userinfo,
 query): no trace of them in exceptions, tracebacks, DEBUG logs, the reprs of options and
-writers, dead letters or statistics, whether the options are refused or the writer runs
-against an endpoint that echoes every request header it received.
+writers, dead letters, statistics or the attributes of metric data points, whether the
+options are refused or the writer runs against an endpoint that echoes every request
+header it received.
 
 Each secret carries a marker that appears nowhere else; its raw, percent-encoded and
 JSON-escaped forms, and the Authorization values built from it, are looked for.
@@ -34,6 +35,8 @@ from asyncsink.spark import SinkSpec
 from asyncsink.spark.runner import run_partition
 from asyncsink.spark.spec import DurableOptions
 from asyncsink.stores import open_store
+from asyncsink.telemetry import record_committed
+from tests.metrics import data_points, in_memory_metrics
 
 MARK = "Zq7mark"
 SECRETS = {
@@ -190,7 +193,12 @@ def exercise(
         shown = [repr(spec), repr(spec.durable), repr(writer), repr(writer.options)]
         shown += [repr(getattr(writer, name)) for name in ("http", "es", "kinesis")
                   if hasattr(writer, name)]  # fmt: skip
-        error = anyio.run(run_writer, writer)
+        with in_memory_metrics() as reader:
+            error = anyio.run(run_writer, writer)
+            record_committed([(writer.statistics(), writer.metric_attributes())])
+            points = data_points(reader)
+        assert points, "no metric was recorded"
+        shown += [repr(attributes) for _, attributes, _ in points]
         shown += [repr(writer.statistics()), repr(writer)]
     shown += [letter.to_json().decode() + letter.reason for letter in letters]
     if error is not None:

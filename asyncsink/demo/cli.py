@@ -6,6 +6,7 @@ import argparse
 import math
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TextIO
 
 from .destinations import DemoUnavailable
@@ -90,6 +91,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add("--no-kill", action="store_true", help="do not kill a task mid-partition")
     add("--no-progress", action="store_true", help="no progress bar")
+    add(
+        "--chart",
+        type=Path,
+        default=Path("asyncsink-demo.png"),
+        help="draw a PNG chart of the run there (default %(default)s; needs matplotlib)",
+    )
+    add("--no-chart", action="store_true", help="draw no chart")
 
 
 def run_from_args(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
@@ -112,6 +120,7 @@ def run_from_args(args: argparse.Namespace, *, out: TextIO | None = None) -> int
             latency_ms=args.latency_ms,
             kill=not args.no_kill,
             progress=not args.no_progress,
+            chart=None if args.no_chart else args.chart,
         )
     except ValueError as exc:
         print(f"asyncsink demo: error: {exc}", file=sys.stderr)

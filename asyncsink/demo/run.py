@@ -16,6 +16,7 @@ from typing import Any, TextIO
 import orjson
 
 from ..stats import WriterStatistics
+from .chart import BatchPoint, write_chart
 from .destinations import DemoUnavailable, Destination, destination_for
 from .events import event_columns
 from .settings import DemoReport, DemoSettings, KillInfo, plural
@@ -52,6 +53,9 @@ class _Batches:
         self.done_at: float | None = None
         self.kill_batch: int | None = None
         self.done = threading.Event()
+        self.points: list[BatchPoint] = []  # for the chart
+        self.started = time.monotonic()
+        self._batch_started = self.started
         self._lock = threading.Lock()
         factory = "asyncsink.demo:create_demo_writer"
         self.sink = foreach_batch(factory, options, sink_id=SINK_ID, on_batch=self._on_batch)
@@ -90,6 +94,7 @@ class _Batches:
             self._shown = rows
 
     def __call__(self, df: Any, batch_id: int) -> None:
+        self._batch_started = time.monotonic()
         if self.done.is_set():
             return
         kill_due = (
@@ -105,7 +110,11 @@ class _Batches:
 
     def _on_batch(self, batch_id: int, stats: WriterStatistics) -> None:
         rows = stats.delivered + stats.skipped + stats.dead_lettered
+        now = time.monotonic()
         with self._lock:
+            if rows:
+                seconds = now - self._batch_started
+                self.points.append(BatchPoint.of(stats, end_s=now - self.started, seconds=seconds))
             self.total += stats
             self.rows_done += rows
             if rows:
@@ -247,7 +256,7 @@ def _stream(
         .option("checkpointLocation", str(workdir / "checkpoint"))
         .start()
     )
-    stream_start = time.monotonic()
+    stream_start = batches.started = time.monotonic()
     stack.callback(_stop_query, query)
     batches.start_progress()
     error = _wait(query, batches, destination, settings.timeout_s)
@@ -255,6 +264,8 @@ def _stream(
     _stop_query(query)
     batches.close()
     delivery = destination.check(settings.rows)
+    if settings.chart is not None:
+        print(write_chart(batches.points, settings.chart), file=out, flush=True)
     return DemoReport(
         sink=destination.name,
         rows=settings.rows,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import textwrap
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..stats import WriterStatistics
 
@@ -31,6 +32,7 @@ class DemoSettings:
             ``maxInFlightRequests``. A small in-flight limit makes the killed task record
             some outcomes before it dies: each acknowledgement lets a new request start, and
             a request starts only once the outcomes seen so far are durable.
+        chart: where to draw a PNG chart of the run (see ``chart``); none when ``None``.
     """
 
     sink: str = "http"
@@ -45,6 +47,7 @@ class DemoSettings:
     partitions: int = 2
     max_batch_size: int = 100
     max_in_flight: int = 4
+    chart: Path | None = None
 
     def __post_init__(self) -> None:
         if self.rows < 1:

@@ -1,6 +1,10 @@
 """The driver's side of a durable write: which run it is, and what happens once Spark
 committed it.
 
+Once committed, each task's statistics are recorded as OpenTelemetry metrics (see
+``asyncsink.telemetry``), when the process has an SDK configured, or the ``OTEL_*``
+variables configure one.
+
 **Run identity.** A scope is ``(sinkId, run, batch, partition)``. A streaming query's run
 is its persistent id, stored in its checkpoint: the same across restarts of that
 checkpoint (so a replayed micro-batch meets its records), new with a new checkpoint (so a
@@ -35,6 +39,7 @@ from ..durable.completion import ScopeSummary, complete_batch
 from ..errors import SparkSetupError
 from ..stats import WriterStatistics
 from ..stores import Scope, open_store
+from ..telemetry import configure_from_environment, record_committed
 from .connect import is_connect
 from .runner import PartitionResult
 from .spec import SinkSpec
@@ -290,6 +295,9 @@ def commit_run(
     """
     results = list(results)
     total = sum((result.statistics for result in results), WriterStatistics())
+    configure_from_environment()  # under Spark Connect and in a data source's commit,
+    # this process is Spark's: only the OTEL_* variables can configure it
+    record_committed((result.statistics, result.attributes) for result in results)
     sink_id = spec.durable.sink_id
     if sink_id is None:
         return total

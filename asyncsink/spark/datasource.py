@@ -13,7 +13,8 @@ Names: ``asyncsink-<name>`` for every registered sink (``asyncsink-http``,
 ``module:Class``). Options are the same as for ``foreach_batch``. Each task's ``write``
 returns its statistics and its
 durable scope's summary in a commit message; the driver's ``commit`` completes those
-scopes (Spark committed them; see ``commit``), sums the statistics into one log line and,
+scopes (Spark committed them; see ``commit``), records them as OpenTelemetry metrics,
+sums the statistics into one log line and,
 for a stream, purges call records of batches older than ``retainBatches``; ``abort``
 leaves the records for the retry. These methods run in Python worker processes that
 Spark starts, so everything they need travels in the options, in the writer object Spark
@@ -29,7 +30,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql.datasource import (
@@ -70,19 +71,21 @@ _SPARK_OWN = frozenset({"checkpointlocation", "path", "queryname"})
 
 @dataclass
 class AsyncSinkCommitMessage(WriterCommitMessage):
-    """One task's statistics and scope summary, sent to the driver's ``commit``."""
+    """One task's statistics, scope summary and metric attributes, sent to the driver's
+    ``commit``."""
 
     statistics: WriterStatistics
     summary: ScopeSummary | None = None
+    attributes: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, result: PartitionResult) -> AsyncSinkCommitMessage:
-        return cls(result.statistics, result.summary)
+        return cls(result.statistics, result.summary, result.attributes)
 
 
 def _results(messages: list[Any]) -> list[PartitionResult]:
     return [
-        PartitionResult(message.statistics, message.summary)
+        PartitionResult(message.statistics, message.summary, message.attributes)
         for message in messages
         if isinstance(message, AsyncSinkCommitMessage)
     ]

@@ -25,7 +25,7 @@ import os
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
@@ -39,6 +39,7 @@ from ..durable.completion import ScopeSummary
 from ..errors import FatalError
 from ..stats import WriterStatistics
 from ..stores import RecordStore, Scope, open_store
+from ..telemetry import configure_from_environment
 from .spec import SinkSpec
 
 __all__ = ["PartitionResult", "run_chunks", "run_partition", "task_scope"]
@@ -91,6 +92,7 @@ class PartitionResult:
 
     statistics: WriterStatistics
     summary: ScopeSummary | None = None
+    attributes: dict[str, str] = field(default_factory=dict)  # of the writer's metrics
 
 
 def task_scope(spec: SinkSpec, run: str, batch_id: int) -> Scope | None:
@@ -181,6 +183,7 @@ async def _channel() -> tuple[ObjectSendStream[Sequence[Any]], ObjectReceiveStre
 async def _deliver(
     spec: SinkSpec, scope: Scope | None, receive: ObjectReceiveStream[Sequence[Any]]
 ) -> PartitionResult:
+    configure_from_environment()
     async with receive:  # closed on every exit, so the reading thread never blocks
         store = _store(spec.durable.store_url) if scope is not None else None
         call_log = CallLog(store, scope) if store is not None and scope is not None else None
@@ -197,4 +200,5 @@ async def _deliver(
             raise FatalError(f"{scope or 'the partition'}: the writer ended with {exc!r}") from exc
     stats = writer.statistics()
     log.info("%s: %s", scope or "partition", stats.summary())
-    return PartitionResult(stats, call_log.summary() if call_log is not None else None)
+    summary = call_log.summary() if call_log is not None else None
+    return PartitionResult(stats, summary, writer.metric_attributes())

@@ -65,6 +65,7 @@ class ElasticsearchWriter(HttpClientWriter[Any, BulkEntry]):
     """
 
     takes_mappings = True  # a dict of a row's fields converts as the Row does
+    sink_name = "elasticsearch"
 
     logger_names: ClassVar[tuple[str, ...]] = (log.name,)
 
@@ -282,6 +283,11 @@ class ElasticsearchWriter(HttpClientWriter[Any, BulkEntry]):
 
     def _first_url(self) -> str:
         return self.es.host_urls[0]
+
+    def destination_name(self) -> str:
+        """The first host and the index (``indexField`` when each row names its own)."""
+        index = self.es.index or f"{{{self.es.index_field}}}"
+        return f"{super().destination_name().rstrip('/')}/{index}"
 
     def _client_settings(self) -> ClientSettings:
         es = self.es

@@ -123,6 +123,12 @@ class HttpClientWriter(AsyncSinkWriter[InputT, EntryT]):
     def _first_url(self) -> str:
         """The URL the writer's requests go to (the first one, if several)."""
 
+    def destination_name(self) -> str:
+        """The host, port and path the writer's requests go to: no userinfo, no query."""
+        url = httpx.URL(self._first_url())
+        port = f":{url.port}" if url.port is not None else ""
+        return f"{url.host}{port}{url.path}"
+
     def describe_destination(self) -> str:
         """The URL the writer's requests go to, masked (``mask_url``), and the proxy the
         environment sends them through, if any: it may be what refused them."""

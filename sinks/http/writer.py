@@ -61,6 +61,8 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
         **kwargs: ``options``, ``call_log`` and the rest of ``AsyncSinkWriter``'s arguments.
     """
 
+    sink_name = "http"
+
     logger_names: ClassVar[tuple[str, ...]] = (log.name,)
 
     def __init__(

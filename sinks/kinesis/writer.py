@@ -83,6 +83,7 @@ class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
     """
 
     takes_mappings = True  # a dict of a row's fields converts as the Row does
+    sink_name = "kinesis"
 
     def __init__(
         self,
@@ -282,6 +283,10 @@ class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
         for secret in self._secrets:
             text = text.replace(secret, "***")
         return text
+
+    def destination_name(self) -> str:
+        """The stream's name."""
+        return self.kinesis.stream
 
     def describe_destination(self) -> str:
         """The stream, and the endpoint it is reached at (masked) or its region."""

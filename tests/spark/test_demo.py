@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import multiprocessing
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,10 +17,11 @@ pytestmark = pytest.mark.spark
 
 
 @pytest.mark.timeout(240)  # the first Spark test of a run also starts the shared session
-def test_demo_recovers_a_killed_task_without_loss_or_duplicates(spark: Any) -> None:
+def test_demo_recovers_a_killed_task_without_loss_or_duplicates(spark: Any, tmp_path: Path) -> None:
     out = io.StringIO()
+    chart = tmp_path / "demo.png"
     settings = DemoSettings(rows=3000, progress=False, throttle_rate=0.05, error_rate=0.02,
-                            partial_failure_rate=0.02, timeout_s=80)  # fmt: skip
+                            partial_failure_rate=0.02, timeout_s=80, chart=chart)  # fmt: skip
     report = run_demo(settings, spark=spark, out=out)
     text = out.getvalue()
     assert report.exit_code == 0, text
@@ -38,5 +40,6 @@ def test_demo_recovers_a_killed_task_without_loss_or_duplicates(spark: Any) -> N
     assert re.search(r"^  lost rows +0$", text, re.M), text
     assert re.search(r"^  duplicates +0 stored twice$", text, re.M), text
     assert text.rstrip().endswith("OK: every row was delivered, and none was stored twice.")
+    assert f"chart: {chart}" in text and chart.read_bytes().startswith(b"\x89PNG"), text
     assert spark.streams.active == []  # the query was stopped
     assert not [p for p in multiprocessing.active_children() if p.name == "fault-server"]
