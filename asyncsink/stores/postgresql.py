@@ -82,7 +82,7 @@ WITH fence AS (
     WHERE {_SCOPE} AND key = ANY(%(deletes)s::text[]) AND EXISTS (SELECT FROM fence)
 ), written AS (
     INSERT INTO {{records}} AS r ({_ID}, key, value)
-    SELECT {_VALUES}, k, v FROM unnest(%(keys)s::text[], %(values)s::bytea[]) AS t(k, v)
+    SELECT {_VALUES}, k, v FROM unnest(%(keys)s::text[], %(values)b::bytea[]) AS t(k, v)
     WHERE EXISTS (SELECT FROM fence)
     ON CONFLICT ({_ID}, key) DO UPDATE SET value = excluded.value
 )
@@ -108,7 +108,7 @@ WITH dropped AS (
                 WHERE starts_with(key, prefix))
 )
 INSERT INTO {{records}} ({_ID}, key, value)
-SELECT {_VALUES}, k, v FROM unnest(%(keys)s::text[], %(values)s::bytea[]) AS t(k, v)
+SELECT {_VALUES}, k, v FROM unnest(%(keys)s::text[], %(values)b::bytea[]) AS t(k, v)
 ON CONFLICT ({_ID}, key) DO UPDATE SET value = excluded.value"""
 
 _SCOPES = """
