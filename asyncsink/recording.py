@@ -28,7 +28,8 @@ class CallRecorder(Protocol):
 
     ``persistent`` says whether ``sync`` writes anything. ``completed`` (the scope was
     completed by an earlier run: nothing is sent) and ``recovering`` (replayed entries
-    are still expected) are read after ``open``.
+    are still expected) are read after ``open``. ``changes`` counts what was recorded
+    so far: a mark for ``sync(through=...)``.
     """
 
     scope_name: str
@@ -36,6 +37,9 @@ class CallRecorder(Protocol):
     completed: bool
     recovering: bool
     needs_sync: bool
+
+    @property
+    def changes(self) -> int: ...
 
     async def open(self, serialize: Serializer, reconcile: Reconciler) -> None:
         """Take the scope and plan the recovery of earlier attempts."""
@@ -76,8 +80,10 @@ class CallRecorder(Protocol):
     def record_failure(self, call: CallInfo, error: BaseException | None) -> None:
         """``call`` failed for good."""
 
-    async def sync(self) -> None:
-        """Make what was recorded so far durable."""
+    async def sync(self, through: int | None = None) -> None:
+        """Make what was recorded so far durable; with ``through``, what was recorded up
+        to the moment ``changes`` had that value (a request waits for its own record
+        only, not for those recorded after it)."""
 
     def finish_input(self, entries: int) -> None:
         """The input ended after ``entries`` entries."""
@@ -93,6 +99,7 @@ class NoRecords:
     completed = False
     recovering = False
     needs_sync = False
+    changes = 0
 
     def __init__(self) -> None:
         self.scope_name = f"writer-{uuid.uuid4()}"
@@ -136,7 +143,7 @@ class NoRecords:
     def record_failure(self, call: CallInfo, error: BaseException | None) -> None:
         return None
 
-    async def sync(self) -> None:
+    async def sync(self, through: int | None = None) -> None:
         return None
 
     def finish_input(self, entries: int) -> None:

@@ -460,20 +460,27 @@ class CallLog:
         record.error = describe(error)[:2000] if error else "failed"
         self._put(record)
 
+    @property
+    def changes(self) -> int:
+        """How many changes were queued so far: a mark for ``sync(through=...)``."""
+        return self._queued
+
     def _put(self, record: CallRecord) -> None:
         key = _key(record.call_id)
         self._queue[key] = encode_record(record)
         self._deletes.discard(key)
         self._queued += 1
 
-    async def sync(self) -> None:
-        """Make every record queued so far durable (one store write for all of them).
+    async def sync(self, through: int | None = None) -> None:
+        """Make every record queued so far durable (one store write for all of them); with
+        ``through``, those queued until ``changes`` reached it (and those queued since,
+        when a store write is needed anyway).
 
         Raises:
             FencedError: another attempt took the scope.
             DurableError: the store failed; the log is unusable from then on.
         """
-        target = self._queued
+        target = self._queued if through is None else through
         while self._durable < target:
             if self._broken is not None:
                 raise self._broken

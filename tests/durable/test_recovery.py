@@ -9,7 +9,7 @@ from typing import Any
 import anyio
 import pytest
 
-from asyncsink import CorruptRecordError, FencedError, Scope
+from asyncsink import CallLog, CorruptRecordError, FencedError, Scope
 from asyncsink.durable.records import PENDING, CallRecord, crc_of, decode_record, encode_record
 from asyncsink.stores.memory import MemoryStore
 
@@ -248,3 +248,27 @@ async def test_records_of_other_scope_users_are_left_alone() -> None:
     assert set(after.records) == {"fn:0000000000", "summary"}
     assert after.records["fn:0000000000"] == b"owned by durable calls"
     assert sorted(destination.applied) == sorted(ENTRIES)
+
+
+async def test_sync_through_a_mark_waits_only_for_what_was_recorded_before_it() -> None:
+    """A request waits for its own record, not for records queued after it: once its
+    record is durable, ``sync(through=mark)`` writes nothing more."""
+    puts: list[set[str]] = []
+
+    class Counting(MemoryStore):
+        async def put(self, scope: Scope, epoch: int, puts_: Any, deletes: Any = ()) -> None:
+            puts.append(set(puts_))
+            await super().put(scope, epoch, puts_, deletes)
+
+    log = CallLog(Counting(), SCOPE)
+    await log.open(bytes, lambda call, entries: None)  # type: ignore[arg-type,return-value]
+    first = log.new_call(range(0, 2), [b"a", b"b"])
+    mark = log.changes
+    await log.sync(through=mark)
+    assert puts == [{"call:0000000000", "meta"}]
+    log.record_result(first, range(0, 2), {}, None)
+    log.new_call(range(2, 3), [b"c"])
+    await log.sync(through=mark)  # already durable: nothing is written
+    assert len(puts) == 1
+    await log.sync()  # everything: the outcome and the second call, in one write
+    assert puts[1] == {"call:0000000000", "call:0000000001", "meta"}
