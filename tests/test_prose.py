@@ -20,8 +20,9 @@ What counts as prose, and how it is read:
   an inline code span counts as one word, whatever it holds.
 - A sentence ends at ``.``, ``?`` or ``!`` (with any closing quote or bracket) followed
   by a space, whatever comes next (a sentence may start with ``asyncsink`` or a code
-  span), or at the end of its paragraph. An ellipsis, ``e.g.``, ``i.e.``, ``etc.``
-  and ``vs.`` end nothing; a colon or a semicolon ends nothing either.
+  span), or at the end of its paragraph. An ellipsis and the abbreviations ``e.g.``,
+  ``i.e.``, ``etc.``, ``vs.``, ``cf.`` and ``approx.`` end nothing; a colon or a
+  semicolon ends nothing either.
 - A word is a whitespace-separated token with a letter or a digit in it.
 """
 
@@ -121,7 +122,12 @@ def table_cells(row: str) -> list[str]:
 
 
 def sentences(text: str) -> Iterator[Sentence]:
-    """Every sentence of a Markdown page, by the rules of this module's docstring."""
+    """Every sentence of a Markdown page, by the rules of this module's docstring.
+
+    Raises:
+        ValueError: a fence, comment or options section runs to the end of the page,
+            which would hide the rest of the page from the checks.
+    """
     paragraph: list[tuple[int, str]] = []
     fence: str | None = None
     skipping_html = skipping_options = False
@@ -175,6 +181,8 @@ def sentences(text: str) -> Iterator[Sentence]:
             line = LIST_ITEM.sub("", line, count=1)
         paragraph.append((number, line.strip()))
     yield from flush()
+    if fence is not None or skipping_options or skipping_html:
+        raise ValueError("a code fence, comment or options section is never closed")
 
 
 def long_sentences(found: list[Sentence]) -> list[str]:
@@ -268,3 +276,9 @@ def test_the_reader_splits_sentences_and_skips_what_is_not_prose() -> None:
         (17, 2, True),
         (17, 2, True),
     ]
+
+
+@pytest.mark.parametrize("opening", ["```bash", "<!-- a comment", "<!-- options:core -->"])
+def test_an_unclosed_block_fails_rather_than_hiding_the_rest(opening: str) -> None:
+    with pytest.raises(ValueError, match="never closed"):
+        list(sentences(f"Some prose.\n\n{opening}\n{'word ' * 60}.\n"))
