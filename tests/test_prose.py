@@ -7,10 +7,10 @@ What counts as prose, and how it is read:
 - Pages: ``README.md``, ``CONTRIBUTING.md``, ``benchmarks/README.md`` and every page
   under ``docs/``.
 - Skipped whole: fenced code blocks (``` or ~~~, indented ones too), HTML comments,
-  headings, ``:::`` API-reference lines, link definitions (``[name]: url``), admonition
-  markers (``!!! note "Title"``; the admonition's body is prose), and the generated
-  option tables between ``<!-- options:NAME -->`` markers (their cells are the option
-  descriptions, checked from the code instead).
+  headings, ``:::`` API-reference lines with their indented options, link definitions
+  (``[name]: url``), admonition markers (``!!! note "Title"``; the admonition's body is
+  prose), and the generated option tables between ``<!-- options:NAME -->`` markers
+  (their cells are the option descriptions, checked from the code instead).
 - A paragraph ends at a blank line, a heading, a fence, a table or a new list item.
   List markers (``-``, ``*``, ``+``, ``1.``) are dropped, so each item is a paragraph.
 - Other tables: the separator row is skipped; each cell is read as text of its own and
@@ -130,7 +130,7 @@ def sentences(text: str) -> Iterator[Sentence]:
     """
     paragraph: list[tuple[int, str]] = []
     fence: str | None = None
-    skipping_html = skipping_options = False
+    skipping_html = skipping_options = in_api_reference = False
 
     def flush() -> Iterator[Sentence]:
         if paragraph:
@@ -139,6 +139,9 @@ def sentences(text: str) -> Iterator[Sentence]:
 
     for number, line in enumerate(text.splitlines(), start=1):
         stripped = line.strip()
+        if in_api_reference and stripped and line[0].isspace():
+            continue  # the YAML options of a ``:::`` line
+        in_api_reference = API_REFERENCE.match(line) is not None
         if fence is not None:
             if stripped.startswith(fence):
                 fence = None
@@ -259,6 +262,9 @@ def test_the_reader_splits_sentences_and_skips_what_is_not_prose() -> None:
             "<!-- options:core -->",
             "| generated | table |",
             "<!-- /options:core -->",
+            "::: asyncsink.sinks.register_sink",
+            "    options:",
+            "      heading: asyncsink.sinks.register_sink",
         ]
     )
     found = [(s.line, s.words, s.in_table) for s in sentences(page)]
