@@ -1,5 +1,6 @@
 """The code passes the checks the project holds itself to: ruff's lint rules and format,
-and mypy on the package, with the settings in ``pyproject.toml``."""
+and mypy on the package (``asyncsink`` and ``sinks``, which installs as ``asyncsink.sinks``),
+with the settings in ``pyproject.toml``."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CHECKS = {
     "ruff-lint": ["ruff", "check", "."],
     "ruff-format": ["ruff", "format", "--check", "."],
-    "mypy": ["mypy", "asyncsink"],
+    "mypy": ["mypy", "asyncsink", "sinks"],
 }
 
 

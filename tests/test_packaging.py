@@ -51,24 +51,60 @@ def test_a_users_own_sinks_module_does_not_shadow_the_built_in_sinks(tmp_path: P
     assert done.stdout.strip() == "ok"
 
 
-@pytest.mark.timeout(300)
-def test_the_wheel_holds_only_the_asyncsink_package(tmp_path: Path) -> None:
-    source = tmp_path / "source"  # setuptools builds inside the tree it is given
+@pytest.fixture(scope="session")
+def wheel_names(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """The file names in a wheel built from this tree (without build isolation: the dev
+    extra brings setuptools)."""
+    out = tmp_path_factory.mktemp("wheel")
+    source = out / "source"  # setuptools builds inside the tree it is given
     skip = shutil.ignore_patterns(".git", ".venv", "node_modules", "build", "*.egg-info")
     shutil.copytree(ROOT, source, symlinks=True, ignore=skip)
     built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(source)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
+        + ["-w", str(out), str(source)],
         capture_output=True,
         text=True,
         timeout=280,
     )
     assert built.returncode == 0, built.stderr[-2000:]
-    (wheel,) = tmp_path.glob("asyncsink-*.whl")
-    names = zipfile.ZipFile(wheel).namelist()
-    tops = {name.split("/")[0] for name in names}
-    assert tops == {"asyncsink", wheel.name.split("-py3")[0] + ".dist-info"}
-    assert "asyncsink/sinks/http/writer.py" in names
-    assert "asyncsink/sinks/registry.py" in names and "asyncsink/sinks/py.typed" in names
-    assert not any(
-        name.startswith("asyncsink/testing/") is False and "tests/" in name for name in names
-    )
+    (wheel,) = out.glob("asyncsink-*.whl")
+    return zipfile.ZipFile(wheel).namelist()
+
+
+def _packages_on_disk() -> set[str]:
+    """Every package folder of the source tree, by the name it installs under."""
+    found = set()
+    for top, prefix in ((ROOT / "asyncsink", "asyncsink"), (ROOT / "sinks", "asyncsink.sinks")):
+        for init in top.rglob("__init__.py"):
+            parts = init.parent.relative_to(top).parts
+            found.add(".".join((prefix, *parts)))
+    return found
+
+
+@pytest.mark.timeout(300)
+def test_the_wheel_holds_only_the_asyncsink_package(wheel_names: list[str]) -> None:
+    tops = {name.split("/")[0] for name in wheel_names}
+    (info,) = {top for top in tops if top.endswith(".dist-info")}
+    assert tops == {"asyncsink", info}
+    assert not any(name.startswith("asyncsink/testing/") is False and "tests/" in name
+                   for name in wheel_names)  # fmt: skip
+
+
+@pytest.mark.timeout(300)
+def test_the_sinks_install_as_asyncsink_sinks_from_the_top_level_folder(
+    wheel_names: list[str],
+) -> None:
+    assert not (ROOT / "asyncsink" / "sinks").exists(), "asyncsink/sinks must not exist"
+    assert not (ROOT / "asyncsink" / "sinks").is_symlink(), "asyncsink/sinks is a symlink"
+    for name in ("http/writer.py", "web/transport.py", "kinesis/writer.py", "registry.py"):
+        assert f"asyncsink/sinks/{name}" in wheel_names
+    assert "asyncsink/py.typed" in wheel_names and "asyncsink/sinks/py.typed" in wheel_names
+    packages = {name.rsplit("/", 1)[0].replace("/", ".") for name in wheel_names
+                if name.endswith("/__init__.py")}  # fmt: skip
+    assert packages == _packages_on_disk(), "pyproject.toml's packages list misses a folder"
+
+
+def test_an_editable_install_imports_the_sinks_from_the_top_level_folder() -> None:
+    import asyncsink.sinks.http
+
+    assert Path(asyncsink.sinks.http.__file__).resolve() == ROOT / "sinks" / "http" / "__init__.py"

@@ -14,8 +14,7 @@ loop's)::
         await writer.write_all(rows)
 """
 
-from asyncsink.sinks.http.clients import close_clients
-
+from ..web.clients import close_clients
 from .actions import BulkEntry, document_id
 from .hosts import HostPool
 from .options import ElasticsearchOptions, Operation

@@ -18,7 +18,8 @@ from typing import Any, Literal
 from asyncsink.encoding.options import JsonOptions
 from asyncsink.errors import OptionError
 from asyncsink.options import option
-from asyncsink.sinks.http.client import ClientOptions, check_http_url
+
+from ..web.options import ClientOptions, check_http_url
 
 __all__ = ["ElasticsearchOptions", "Operation"]
 

@@ -25,7 +25,7 @@ Bulk items, by status (item *i* is document *i*):
 - Any other status (400 ``mapper_parsing_exception``, ``document_parsing_exception``...):
   the document is rejected as a bad record, with the item's error as the reason.
 
-The answer itself is read by the HTTP sink's rule (``asyncsink.sinks.http.answer``), with items
+The answer itself is read by the shared rule (``asyncsink.sinks.web.answer``), with items
 required: a body that is not JSON (cut short, empty, a proxy's page) is retried as the
 same call, and one that does not list an ``{operation: {"status": ...}}`` item per
 document fails the request. No document counts as written unless its item says so.
@@ -41,9 +41,10 @@ import orjson
 
 from asyncsink.errors import DestinationError, FatalError, RetryableError, ThrottledError
 from asyncsink.request import SubmitResult
-from asyncsink.sinks.http.answer import load_answer, read_items
-from asyncsink.sinks.http.classify import parse_retry_after
-from asyncsink.sinks.http.redact import Redactor
+
+from ..web.answer import load_answer, read_items
+from ..web.classify import parse_retry_after
+from ..web.redact import Redactor
 
 __all__ = ["error_for_response", "held_by_mget", "read_bulk_items"]
 

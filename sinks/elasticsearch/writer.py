@@ -14,11 +14,11 @@ import orjson
 from asyncsink.errors import FatalError, OptionError, RetryableError
 from asyncsink.options import SinkOptions, parse_options, raise_unknown
 from asyncsink.request import CallInfo, SubmitResult, current_call
-from asyncsink.sinks.http.classify import error_for_transport, parse_retry_after
-from asyncsink.sinks.http.client import HttpClientWriter, gzip_compress
-from asyncsink.sinks.http.clients import ClientSettings
-from asyncsink.sinks.http.exchange import Answer, request_of
 
+from ..web.classify import error_for_transport, parse_retry_after, request_of
+from ..web.clients import ClientSettings
+from ..web.exchange import Answer
+from ..web.writer import HttpClientWriter, gzip_compress
 from .actions import BulkEntry, EntryBuilder, bulk_body, document_id
 from .hosts import HostPool
 from .options import ElasticsearchOptions
@@ -54,7 +54,7 @@ class ElasticsearchWriter(HttpClientWriter[Any, BulkEntry]):
     The writer opens one ``httpx.AsyncClient`` for all nodes when entered and closes it
     when it leaves, unless a ``client`` is given (then it is used and left open); while
     open, its credentials are kept out of the log records of httpx, httpcore, hpack and
-    asyncsink (see ``asyncsink.sinks.http.client``). With ``refresh``, the written indices are
+    asyncsink (see ``asyncsink.sinks.web.writer``). With ``refresh``, the written indices are
     refreshed once everything was delivered, before the scope is recorded as complete.
 
     Args:

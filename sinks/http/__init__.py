@@ -12,8 +12,8 @@ process, event loop and configuration (``close_clients`` closes the running loop
         await writer.write_all(rows)
 """
 
-from .classify import parse_retry_after
-from .clients import close_clients
+from ..web.classify import parse_retry_after
+from ..web.clients import close_clients
 from .options import HttpOptions
 from .writer import HttpWriter, create_writer
 

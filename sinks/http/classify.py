@@ -21,44 +21,27 @@ item *i* (``{"status": 201}``, ``{"status": 400, "error": "..."}``, or the same 
 in a one-key object as Elasticsearch does) is entry *i*'s fate: 2xx delivered; 408, 409,
 425, 429 and 5xx retried (throttled for 429 and 503); any other status rejects the entry
 as a bad record, with the item's error as reason. Such a body is read by the rule of
-``asyncsink.sinks.http.answer``: a JSON answer cut short is retried, items that do not match the
+``asyncsink.sinks.web.answer``: a JSON answer cut short is retried, items that do not match the
 request fail the writer, and no entry counts as delivered on an answer that does not say
 so. A 2xx without items (``204``, ``OK``, ``{"accepted": 3}``) means every entry landed.
 """
 
 from __future__ import annotations
 
-import email.utils
-import ssl
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import httpx
 import orjson
 
 from asyncsink.errors import DestinationError, FatalError, RetryableError, ThrottledError
 from asyncsink.request import SubmitResult
 
-from .answer import load_answer, read_items
-from .exchange import Answer
-from .redact import Redactor
+from ..web.answer import load_answer, read_items
+from ..web.classify import THROTTLE_STATUSES, is_retryable_status, parse_retry_after
+from ..web.exchange import Answer
+from ..web.redact import Redactor
 
-__all__ = [
-    "RETRYABLE_STATUSES",
-    "THROTTLE_STATUSES",
-    "error_for_status",
-    "error_for_transport",
-    "held_by_status",
-    "is_retryable_status",
-    "parse_items",
-    "parse_retry_after",
-]
-
-RETRYABLE_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
-"""Statuses whose request (or entry) may succeed if sent again."""
-THROTTLE_STATUSES = frozenset({429, 503})
-"""Statuses by which the destination pushes back."""
+__all__ = ["error_for_status", "held_by_status", "parse_items"]
 
 _HINTS = {
     401: "check the authentication options (bearerToken, basicUsername/basicPassword, apiKey)",
@@ -66,38 +49,6 @@ _HINTS = {
     404: "check the url option",
     413: "the request is too large for the endpoint: lower maxBatchSizeInBytes or maxBatchSize",
 }
-
-
-def is_retryable_status(status: int) -> bool:
-    """Whether a request or entry answered ``status`` may succeed if sent again."""
-    return status in RETRYABLE_STATUSES or 500 <= status <= 599
-
-
-def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` value (delay-seconds or an HTTP date), or
-    ``None`` if absent or unreadable. A date in the past gives 0."""
-    if value is None:
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        pass
-    else:
-        return seconds if seconds >= 0 and seconds != float("inf") else None
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        return None
-    now = time.time() if now is None else now
-    return max(0.0, when.timestamp() - now)
-
-
-def _where(request: httpx.Request) -> str:
-    url = request.url
-    return f"{request.method} {url.scheme}://{url.netloc.decode('ascii')}{url.path}"
 
 
 def error_for_status(
@@ -125,38 +76,6 @@ def error_for_status(
     if hint:
         message += f" ({hint})"
     return FatalError(message, retry_after=retry_after, status=status)
-
-
-def _chain(exc: BaseException) -> list[BaseException]:
-    seen: list[BaseException] = []
-    current: BaseException | None = exc
-    while current is not None and current not in seen:
-        seen.append(current)
-        current = current.__cause__ or current.__context__
-    return seen
-
-
-def error_for_transport(
-    exc: httpx.HTTPError, request: httpx.Request | None, redact: Redactor
-) -> DestinationError:
-    """The error for a request that got no HTTP answer (the caller raises it ``from exc``)."""
-    where = f" ({_where(request)})" if request is not None else ""
-    detail = redact(str(exc)) or "no detail"
-    message = f"{type(exc).__name__}{where}: {detail}"
-    if isinstance(exc, httpx.TimeoutException):
-        return RetryableError(f"request timed out: {message}")
-    if isinstance(exc, httpx.UnsupportedProtocol | httpx.LocalProtocolError):
-        return FatalError(f"request cannot be sent: {message}")
-    if any(_is_certificate_error(e) for e in _chain(exc)):
-        return FatalError(
-            f"TLS certificate verification failed: {message} (set caBundle to the CA that "
-            "signed the server's certificate)"
-        )
-    return RetryableError(f"request failed without an answer: {message}")
-
-
-def _is_certificate_error(exc: BaseException) -> bool:
-    return isinstance(exc, ssl.SSLCertVerificationError)
 
 
 def _reason(status: int, error: Any, redact: Redactor) -> str:
@@ -188,7 +107,7 @@ def parse_items(
         RetryableError: the body should be JSON (by its ``content_type``, or by its look
             when it has none) and cannot be parsed: cut short on the way?
         FatalError: the body says some entries failed but does not say which, or its items
-            do not match the request (see ``asyncsink.sinks.http.answer``).
+            do not match the request (see ``asyncsink.sinks.web.answer``).
     """
     payload = load_answer(content, content_type=content_type, what=what)
     items = read_items(payload, count, what=what)

@@ -26,7 +26,7 @@ from asyncsink.errors import OptionError
 from asyncsink.options import OptionSpec, option
 from asyncsink.request import SubmitResult
 
-from .client import ClientOptions, check_http_url, is_header_text
+from ..web.options import ClientOptions, check_http_url, is_header_text
 
 __all__ = ["BodyEncoder", "EntryEncoder", "HttpOptions", "ResponseParser"]
 

@@ -17,17 +17,11 @@ from asyncsink.options import SinkOptions, parse_options, raise_unknown
 from asyncsink.packed import PackedEntries
 from asyncsink.request import CallInfo, SubmitResult, as_result, current_call
 
-from .classify import (
-    error_for_status,
-    error_for_transport,
-    held_by_status,
-    parse_items,
-    parse_retry_after,
-)
-from .client import HttpClientWriter, gzip_compress
-from .clients import ClientSettings
+from ..web.classify import error_for_transport, parse_retry_after, request_of
+from ..web.clients import ClientSettings
+from ..web.writer import HttpClientWriter, gzip_compress
+from .classify import error_for_status, held_by_status, parse_items
 from .encoding import frame_json, frame_ndjson
-from .exchange import request_of
 from .options import BodyEncoder, EntryEncoder, HttpOptions
 
 __all__ = ["HttpWriter", "create_writer"]
@@ -52,7 +46,7 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
     Python workers, so a runner may instead pass a ``client`` it caches per process: the
     writer then uses it (adding its headers and timeouts to each request) and leaves it
     open. While open, the writer keeps its credentials out of the log records of httpx,
-    httpcore, hpack and asyncsink (see ``asyncsink.sinks.http.client``).
+    httpcore, hpack and asyncsink (see ``asyncsink.sinks.web.writer``).
 
     Args:
         http: where and how to send.

@@ -23,7 +23,7 @@ from asyncsink.options import SinkOptions, parse_options, raise_unknown
 from asyncsink.request import CallInfo, SubmitResult, current_call
 from asyncsink.writer import AsyncSinkWriter
 
-from ..http.redact import mask_in_logs, unmask_in_logs
+from ..web.redact import mask_in_logs, unmask_in_logs
 from .answers import read_put_records
 from .clients import ClientSettings, get_client
 from .errors import MaskedError, never_connected, translate_error

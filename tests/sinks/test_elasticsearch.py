@@ -41,7 +41,7 @@ from asyncsink.sinks.elasticsearch import (
     document_id,
 )
 from asyncsink.sinks.elasticsearch.results import error_for_response, held_by_mget, read_bulk_items
-from asyncsink.sinks.http.redact import Redactor
+from asyncsink.sinks.web.redact import Redactor
 from asyncsink.stores.memory import MemoryStore
 from asyncsink.testing.es_server import ElasticsearchServer, EsFaults
 from tests.durable.harness import Crash

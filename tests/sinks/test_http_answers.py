@@ -16,7 +16,7 @@ import respx
 from asyncsink import CallInfo, DeliveryError, FatalError, RetryableError, SinkOptions
 from asyncsink.sinks.http import HttpOptions, HttpWriter
 from asyncsink.sinks.http.classify import parse_items
-from asyncsink.sinks.http.redact import Redactor
+from asyncsink.sinks.web.redact import Redactor
 
 pytestmark = pytest.mark.anyio
 

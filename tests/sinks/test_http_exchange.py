@@ -22,7 +22,7 @@ import pytest
 from asyncsink import CallInfo, SinkOptions, SubmitResult
 from asyncsink.sinks.elasticsearch import ElasticsearchOptions, ElasticsearchWriter
 from asyncsink.sinks.http import HttpOptions, HttpWriter
-from asyncsink.sinks.http.exchange import Answer
+from asyncsink.sinks.web.exchange import Answer
 from tests.sinks.test_http_transport import answer, read_request, serve
 
 pytestmark = pytest.mark.anyio

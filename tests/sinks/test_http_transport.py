@@ -18,10 +18,10 @@ import trustme
 
 from asyncsink.errors import FatalError, RetryableError
 from asyncsink.sinks.http import create_writer
-from asyncsink.sinks.http.classify import error_for_transport
-from asyncsink.sinks.http.exchange import Exchange
-from asyncsink.sinks.http.redact import Redactor
-from asyncsink.sinks.http.transport import AiohttpTransport
+from asyncsink.sinks.web.classify import error_for_transport
+from asyncsink.sinks.web.exchange import Exchange
+from asyncsink.sinks.web.redact import Redactor
+from asyncsink.sinks.web.transport import AiohttpTransport
 from tests.core.test_connections import closed_port
 
 pytestmark = pytest.mark.anyio

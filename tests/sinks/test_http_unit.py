@@ -36,10 +36,11 @@ from asyncsink import (
 )
 from asyncsink.encoding import EntryEncodingError, JsonContract, JsonEntryEncoder
 from asyncsink.sinks.http import HttpOptions, HttpWriter, create_writer
-from asyncsink.sinks.http.classify import error_for_transport, parse_items, parse_retry_after
+from asyncsink.sinks.http.classify import parse_items
 from asyncsink.sinks.http.encoding import frame_json
-from asyncsink.sinks.http.redact import Redactor
-from asyncsink.sinks.http.transport import AiohttpTransport
+from asyncsink.sinks.web.classify import error_for_transport, parse_retry_after
+from asyncsink.sinks.web.redact import Redactor
+from asyncsink.sinks.web.transport import AiohttpTransport
 
 pytestmark = pytest.mark.anyio
 

@@ -20,7 +20,7 @@ from asyncsink import SinkOptions
 from asyncsink.sinks import loop_clients
 from asyncsink.sinks.elasticsearch import ElasticsearchOptions, ElasticsearchWriter
 from asyncsink.sinks.http import HttpOptions, HttpWriter, close_clients
-from asyncsink.sinks.http.clients import ClientSettings
+from asyncsink.sinks.web.clients import ClientSettings
 
 pytestmark = pytest.mark.anyio
 

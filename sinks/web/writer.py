@@ -3,9 +3,9 @@
 request-body compression.
 
 ``HttpClientWriter`` is the base of ``HttpWriter`` and ``ElasticsearchWriter``: when
-entered it takes its event loop's shared client (see ``asyncsink.sinks.http.clients``),
+entered it takes its event loop's shared client (see ``asyncsink.sinks.web.clients``),
 or opens its own around a transport it was given, or uses a client it was given; it
-sends every request with ``_exchange`` (see ``asyncsink.sinks.http.exchange``); while
+sends every request with ``_exchange`` (see ``asyncsink.sinks.web.exchange``); while
 open it keeps its credentials out of the log records of the HTTP client, of asyncsink
 and of the loggers its sink declares, and it closes only the client it opened.
 ``ClientOptions`` is the base of their option groups; each declares the option fields
@@ -16,19 +16,17 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import base64
 import functools
 import gzip
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import Any, ClassVar, Self, TypeVar
 
 import anyio.to_thread
 import httpx
 
-from asyncsink.errors import OptionError, WriterStateError
+from asyncsink.errors import WriterStateError
 from asyncsink.masking import mask_url
-from asyncsink.options import Options, option_specs, spark_name
 from asyncsink.writer import AsyncSinkWriter
 
 from .clients import ClientSettings, get_client, open_client
@@ -36,24 +34,12 @@ from .exchange import Answer, Exchange
 from .redact import Redactor, mask_in_logs, unmask_in_logs
 from .transport import environment_proxy
 
-__all__ = [
-    "ClientOptions",
-    "HttpClientWriter",
-    "check_http_url",
-    "gzip_compress",
-    "is_header_text",
-]
+__all__ = ["HttpClientWriter", "gzip_compress"]
 
 InputT = TypeVar("InputT")
 EntryT = TypeVar("EntryT")
 
 _THREAD_GZIP_BYTES = 256 * 1024
-_CONTROL_CHARS = "\r\n\0"
-_CREDENTIAL_KINDS = {
-    "api_key": "API key",
-    "basic_username": "basic",
-    "bearer_token": "bearer token",
-}
 
 
 class HttpClientWriter(AsyncSinkWriter[InputT, EntryT]):
@@ -160,7 +146,7 @@ class HttpClientWriter(AsyncSinkWriter[InputT, EntryT]):
         """Send one request with the writer's client and timeouts, and read its whole
         answer: the one way the writer's requests go, whether its client sends through
         aiohttp (handed the request directly), httpx's own stack, or a mock (respx,
-        ``httpx.MockTransport``); see ``asyncsink.sinks.http.exchange``. ``within``: the
+        ``httpx.MockTransport``); see ``asyncsink.sinks.web.exchange``. ``within``: the
         caller gives up on the request after that many seconds (see ``Exchange.send``).
 
         Raises:
@@ -218,97 +204,6 @@ class HttpClientWriter(AsyncSinkWriter[InputT, EntryT]):
                 unmask_in_logs(self._secrets)
 
 
-class ClientOptions(Options):
-    """Base of the option groups of sinks that talk HTTP: the checks and headers of their
-    credentials (``bearerToken``, ``basicUsername`` with ``basicPassword``, ``apiKey``)
-    and of ``tlsVerify`` with ``caBundle``.
-
-    Not a dataclass itself: each sink's group declares these fields, documented for its
-    destination and in the order of its option table.
-    """
-
-    basic_username: str | None
-    basic_password: str | None
-    bearer_token: str | None
-    api_key: str | None
-    tls_verify: bool
-    ca_bundle: str | None
-
-    def _check_credentials(self, kinds: Sequence[str], *, username_refuses: str = ":") -> None:
-        """At most one kind of credentials (``kinds``: field names, in the order the
-        messages name them), a password only with a user name, and a user name without
-        any of the characters ``username_refuses``.
-
-        Raises:
-            OptionError: naming the option, never showing a secret.
-        """
-        given = [spark_name(kind) for kind in kinds if getattr(self, kind) is not None]
-        if len(given) > 1:
-            described = [_CREDENTIAL_KINDS[kind] for kind in kinds]
-            listed = ", ".join(described[:-1]) + ", or " + described[-1]
-            raise OptionError(
-                given[1],
-                None,
-                "one kind of authentication",
-                message=f"options {given[0]!r} and {given[1]!r} contradict each other: "
-                f"set one kind of authentication ({listed})",
-            )
-        if self.basic_password is not None and self.basic_username is None:
-            raise OptionError(
-                "basicUsername",
-                None,
-                "a user name",
-                message="option 'basicPassword' needs 'basicUsername' as well",
-            )
-        username = self.basic_username
-        if username is not None and any(ch in username for ch in username_refuses):
-            raise OptionError("basicUsername", username, "a user name without ':'")
-
-    def _check_secret_values(self, sent_as_is: Iterable[str] = ()) -> None:
-        """Every secret option given is a non-empty string without line breaks, and those
-        named in ``sent_as_is`` (field names: sent in a header as they are, not encoded)
-        are printable ASCII, as header values must be.
-
-        Raises:
-            OptionError: naming the option and the rule, never showing the value.
-        """
-        as_is = set(sent_as_is)
-        for spec in option_specs(type(self)):
-            value = getattr(self, spec.name)
-            if not spec.secret or value is None:
-                continue
-            if not isinstance(value, str) or not value or _has_control(value):
-                raise OptionError(
-                    spec.spark_name, "<hidden>", "a non-empty string without line breaks"
-                )
-            if spec.name in as_is and not is_header_text(value):
-                raise OptionError(
-                    spec.spark_name,
-                    "<hidden>",
-                    "printable ASCII characters (it is sent as a header value)",
-                )
-
-    def _check_tls(self) -> None:
-        """``caBundle`` only with ``tlsVerify``.
-
-        Raises:
-            OptionError: both ``caBundle`` and ``tlsVerify=false`` are set.
-        """
-        if self.ca_bundle is not None and not self.tls_verify:
-            raise OptionError(
-                "caBundle",
-                self.ca_bundle,
-                "no caBundle when tlsVerify is false",
-                message="options 'caBundle' and 'tlsVerify=false' contradict each other: "
-                "certificates are either verified against the bundle or not at all",
-            )
-
-    def basic_authorization(self) -> str:
-        """The ``Authorization`` value of basic authentication with these options."""
-        pair = f"{self.basic_username}:{self.basic_password or ''}".encode()
-        return "Basic " + base64.b64encode(pair).decode("ascii")
-
-
 async def gzip_compress(body: bytes, level: int = 6) -> bytes:
     """``body`` compressed with gzip, the same bytes for the same body every time (a
     re-sent call carries the very bytes of its first send). Large bodies are compressed
@@ -325,41 +220,3 @@ def _on_asyncio() -> bool:
     except RuntimeError:
         return False
     return True
-
-
-def _has_control(text: str) -> bool:
-    return any(ch in text for ch in _CONTROL_CHARS)
-
-
-def is_header_text(text: str) -> bool:
-    """Whether ``text`` can be sent as a header value: printable ASCII (and tabs)."""
-    return all(" " <= ch <= "~" or ch == "\t" for ch in text)
-
-
-def check_http_url(name: str, url: object) -> httpx.URL:
-    """``url`` parsed, if it is an http:// or https:// URL with a host, a port from 1 to
-    65535 (when given), and no ``@`` after its credentials: an ``@`` elsewhere is
-    percent-encoded (``%40``), so that credentials holding a ``/``, ``?`` or ``#`` are
-    never read as a host and a path.
-
-    Raises:
-        OptionError: naming option ``name`` and the rule; the URL is shown masked.
-    """
-    shown = url if isinstance(url, str) else f"<{type(url).__name__}>"
-    try:
-        parsed = httpx.URL(url) if isinstance(url, str) else None
-    except httpx.InvalidURL:
-        parsed = None
-    if parsed is None or parsed.scheme not in ("http", "https") or not parsed.host:
-        raise OptionError(name, shown, "an http:// or https:// URL with a host")
-    if parsed.port is not None and not 1 <= parsed.port <= 65535:
-        raise OptionError(name, shown, "a URL whose port is from 1 to 65535")
-    after_credentials = parsed.raw_path + parsed.fragment.encode()
-    if b"@" in after_credentials or "@" in parsed.host:
-        raise OptionError(
-            name,
-            shown,
-            "a URL whose user name and password, if any, are percent-encoded (an '@' "
-            "outside them is written %40)",
-        )
-    return parsed

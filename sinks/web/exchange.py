@@ -4,7 +4,7 @@ A writer describes a request (method, URL, headers, body) and gets an ``Answer``
 status, the reason, the headers (looked up case-insensitively), and the body with its
 ``Content-Encoding`` undone. ``Exchange.send`` is the one way there, whatever the client:
 
-- the client a writer normally takes (``asyncsink.sinks.http.clients``) sends its HTTP/1.1
+- the client a writer normally takes (``asyncsink.sinks.web.clients``) sends its HTTP/1.1
   requests with aiohttp (``AiohttpTransport``). For it, the exchange hands each request
   to the transport's aiohttp session itself, with the URL, the timeouts and the proxy
   prepared once per writer, and reads the whole answer. httpx's request and response
@@ -33,9 +33,10 @@ import aiohttp
 import httpx
 import yarl
 
+from .classify import request_of
 from .transport import AiohttpTransport, httpx_error
 
-__all__ = ["Answer", "Exchange", "request_of"]
+__all__ = ["Answer", "Exchange"]
 
 _URL_CACHE = 64  # URLs an exchange keeps prepared (a writer sends to a handful)
 
@@ -98,14 +99,6 @@ class Answer:
             response.read()
             self._response = response
         return self._response
-
-
-def request_of(exc: httpx.HTTPError) -> httpx.Request | None:
-    """The request an httpx error is about, if it says."""
-    try:
-        return exc.request
-    except RuntimeError:
-        return None
 
 
 class Exchange:

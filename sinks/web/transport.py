@@ -16,7 +16,7 @@ one family. Proxies come from the environment, as httpx takes them: ``HTTP_PROXY
 
 The sinks' writers skip even httpx's request and response models when their client's
 requests go through this transport: they hand requests to its ``session()`` themselves,
-with the proxy of ``proxy_for`` (see ``asyncsink.sinks.http.exchange``).
+with the proxy of ``proxy_for`` (see ``asyncsink.sinks.web.exchange``).
 """
 
 from __future__ import annotations

@@ -114,7 +114,7 @@ def open_client(
     """An ``httpx.AsyncClient`` for ``settings``: a pool of ``connections`` connections,
     no redirects followed, and certificates verified (against ``ca_bundle`` if given) when
     ``tls_verify`` is on and any origin is https. Its HTTP/1.1 requests go through aiohttp
-    (see ``asyncsink.sinks.http.transport``) unless a ``transport`` is given; with
+    (see ``asyncsink.sinks.web.transport``) unless a ``transport`` is given; with
     ``http2``, httpx's own stack offers HTTP/2. ``cookies``: the client's cookie jar.
 
     Raises:
