@@ -17,7 +17,7 @@ from asyncsink.request import CallInfo, SubmitResult, current_call
 
 from ..web.classify import error_for_transport, parse_retry_after, request_of
 from ..web.clients import ClientSettings
-from ..web.exchange import Answer
+from ..web.transport import Answer, Timeout, Transport
 from ..web.writer import HttpClientWriter, gzip_compress
 from .actions import BulkEntry, EntryBuilder, bulk_body, document_id
 from .hosts import HostPool
@@ -60,7 +60,8 @@ class ElasticsearchWriter(HttpClientWriter[Any, BulkEntry]):
     Args:
         es: the cluster, index, operation and connection options.
         client: an ``httpx.AsyncClient`` to use instead of opening one; not closed here.
-        transport: the transport of the client the writer opens (tests, proxies).
+        transport: an httpx transport for the client the writer opens (tests, proxies),
+            or a ``Transport`` to send through (see ``asyncsink.sinks.web.transport``).
         **kwargs: ``options``, ``call_log`` and the rest of ``AsyncSinkWriter``'s arguments.
     """
 
@@ -74,7 +75,7 @@ class ElasticsearchWriter(HttpClientWriter[Any, BulkEntry]):
         es: ElasticsearchOptions,
         *,
         client: httpx.AsyncClient | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
+        transport: httpx.AsyncBaseTransport | Transport | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(secrets=es.secrets(), client=client, transport=transport, **kwargs)
@@ -98,9 +99,7 @@ class ElasticsearchWriter(HttpClientWriter[Any, BulkEntry]):
         if es.gzip:
             self._bulk_headers["content-encoding"] = "gzip"
         read = self.options.request_timeout_ms / 1000
-        self._timeouts = httpx.Timeout(
-            connect=es.connect_timeout_ms / 1000, read=read, write=read, pool=None
-        )
+        self._timeouts = Timeout(connect=es.connect_timeout_ms / 1000, read=read)
         # An unfinished call can be looked up only by ids derived from its sequence
         # numbers, in one known index, on the default routing.
         self._can_reconcile = (
@@ -203,7 +202,7 @@ class ElasticsearchWriter(HttpClientWriter[Any, BulkEntry]):
         within: float | None = None,
     ) -> Answer:
         """Send to the next node in turn; on a failed connection, to the next one.
-        ``within``: the caller gives up after that many seconds (see ``Exchange.send``).
+        ``within``: the caller gives up after that many seconds (see ``_exchange``).
 
         Raises:
             RetryableError: no node could be connected to, or the request got no answer.
@@ -296,7 +295,6 @@ class ElasticsearchWriter(HttpClientWriter[Any, BulkEntry]):
             tls_verify=es.tls_verify,
             ca_bundle=es.ca_bundle,
             connections=self.options.max_in_flight_requests + 1,
-            timeout=self._timeouts,
         )
 
 

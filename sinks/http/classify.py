@@ -38,8 +38,8 @@ from asyncsink.request import SubmitResult
 
 from ..web.answer import load_answer, read_items
 from ..web.classify import THROTTLE_STATUSES, is_retryable_status, parse_retry_after
-from ..web.exchange import Answer
 from ..web.redact import Redactor
+from ..web.transport import Answer
 
 __all__ = ["error_for_status", "held_by_status", "parse_items"]
 

@@ -1,5 +1,6 @@
 """``HttpWriter``: batches of rows POSTed (or PUT) to any HTTP endpoint, sent through aiohttp
-(a client you pass in, a mocked one and ``http2=true`` go through httpx's ``send``)."""
+(a client you pass in, a mocked one and ``http2=true`` through httpx), the same code above
+either transport."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from asyncsink.request import CallInfo, SubmitResult, as_result, current_call
 
 from ..web.classify import error_for_transport, parse_retry_after, request_of
 from ..web.clients import ClientSettings
+from ..web.transport import Timeout, Transport
 from ..web.writer import HttpClientWriter, gzip_compress
 from .classify import error_for_status, held_by_status, parse_items
 from .encoding import frame_json, frame_ndjson
@@ -51,7 +53,8 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
     Args:
         http: where and how to send.
         client: an ``httpx.AsyncClient`` to use instead of opening one; not closed here.
-        transport: the transport of the client the writer opens (tests, proxies).
+        transport: an httpx transport for the client the writer opens (tests, proxies),
+            or a ``Transport`` to send through (see ``asyncsink.sinks.web.transport``).
         **kwargs: ``options``, ``call_log`` and the rest of ``AsyncSinkWriter``'s arguments.
     """
 
@@ -64,7 +67,7 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
         http: HttpOptions,
         *,
         client: httpx.AsyncClient | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
+        transport: httpx.AsyncBaseTransport | Transport | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(secrets=http.secrets(), client=client, transport=transport, **kwargs)
@@ -100,9 +103,7 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
         )
         read = http.read_timeout_ms / 1000
         self._request_timeout = self.options.request_timeout_ms / 1000
-        self._timeouts = httpx.Timeout(
-            connect=http.connect_timeout_ms / 1000, read=read, write=read, pool=None
-        )
+        self._timeouts = Timeout(connect=http.connect_timeout_ms / 1000, read=read)
 
     # ------------------------------------------------------------------ the contract
 
@@ -222,7 +223,6 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
             ca_bundle=http.ca_bundle,
             connections=self.options.max_in_flight_requests,
             http2=http.http2,
-            timeout=self._timeouts,
         )
 
 

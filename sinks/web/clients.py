@@ -1,6 +1,6 @@
-"""The ``httpx.AsyncClient`` of the sinks that talk HTTP: how one is opened, and the clients
-their writers share, one per event loop and configuration (see
-``asyncsink.sinks.loop_clients``).
+"""The clients (transports, see ``asyncsink.sinks.web.transport``) of the sinks that talk
+HTTP: how one is opened, and those their writers share, one per event loop and
+configuration (see ``asyncsink.sinks.loop_clients``).
 
 A writer given neither a client nor a transport uses its loop's shared client for its
 ``ClientSettings``: everything that shapes a client (the origins its requests go to, the
@@ -20,7 +20,7 @@ import logging
 import ssl
 from collections.abc import Iterable
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import httpx
 
@@ -28,14 +28,16 @@ from asyncsink import connections as pooled
 from asyncsink.errors import OptionError
 
 from .. import loop_clients
-from .transport import AiohttpTransport
+from .aiohttp_transport import AiohttpTransport
+from .httpx_transport import HttpxTransport
+from .transport import Transport
 
 __all__ = [
     "ClientSettings",
     "close_clients",
-    "get_client",
-    "open_client",
+    "get_transport",
     "open_client_count",
+    "open_transport",
     "tls_context",
 ]
 
@@ -46,20 +48,14 @@ _KIND = "HTTP"
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClientSettings:
-    """What shapes a writer's client; writers with equal settings share one.
-
-    ``timeout`` is the client's default, outside the comparison: every request the
-    writers build carries their own timeouts, so it never applies to them.
-    """
+    """What shapes a writer's client; writers with equal settings share one. Timeouts
+    do not: every request carries its writer's own."""
 
     origins: tuple[str, ...]
     tls_verify: bool
     ca_bundle: str | None
     connections: int
     http2: bool = False
-    timeout: httpx.Timeout = field(
-        default_factory=lambda: httpx.Timeout(5.0), compare=False, repr=False
-    )
 
     @classmethod
     def for_urls(cls, urls: Iterable[str], **settings: object) -> ClientSettings:
@@ -68,10 +64,10 @@ class ClientSettings:
         return cls(origins=_origins(urls), **settings)  # type: ignore[arg-type]
 
 
-async def get_client(settings: ClientSettings) -> httpx.AsyncClient:
-    """The running event loop's shared client for ``settings``, opened on first use.
+async def get_transport(settings: ClientSettings) -> Transport:
+    """The running event loop's shared transport for ``settings``, opened on first use.
 
-    The client is shared: do not close it; the loop's end or ``close_clients`` does.
+    The transport is shared: do not close it; the loop's end or ``close_clients`` does.
 
     Raises:
         RuntimeError: not running on an asyncio event loop.
@@ -79,8 +75,8 @@ async def get_client(settings: ClientSettings) -> httpx.AsyncClient:
         ImportError: ``http2`` without the h2 package (with an install hint).
     """
     opener = functools.partial(_open_shared, settings)
-    client: httpx.AsyncClient = await loop_clients.shared_client(_KIND, settings, opener)
-    return client
+    transport: Transport = await loop_clients.shared_client(_KIND, settings, opener)
+    return transport
 
 
 async def close_clients() -> None:
@@ -98,24 +94,24 @@ def open_client_count() -> int:
     return loop_clients.open_client_count(_KIND)
 
 
-async def _open_shared(settings: ClientSettings, stack: AsyncExitStack) -> httpx.AsyncClient:
-    client = open_client(settings, cookies=_NoCookies())
-    stack.push_async_callback(client.aclose)
+async def _open_shared(settings: ClientSettings, stack: AsyncExitStack) -> Transport:
+    transport = open_transport(settings, cookies=_NoCookies())
+    stack.push_async_callback(transport.aclose)
     log.debug("opened a shared HTTP client: %r", settings)
-    return client
+    return transport
 
 
-def open_client(
+def open_transport(
     settings: ClientSettings,
     *,
     transport: httpx.AsyncBaseTransport | None = None,
     cookies: http.cookiejar.CookieJar | None = None,
-) -> httpx.AsyncClient:
-    """An ``httpx.AsyncClient`` for ``settings``: a pool of ``connections`` connections,
-    no redirects followed, and certificates verified (against ``ca_bundle`` if given) when
-    ``tls_verify`` is on and any origin is https. Its HTTP/1.1 requests go through aiohttp
-    (see ``asyncsink.sinks.web.transport``) unless a ``transport`` is given; with
-    ``http2``, httpx's own stack offers HTTP/2. ``cookies``: the client's cookie jar.
+) -> Transport:
+    """A transport for ``settings`` (closed by its ``aclose``): a pool of ``connections``
+    connections, no redirects followed, and certificates verified (against ``ca_bundle``
+    if given) when ``tls_verify`` is on and any origin is https. HTTP/1.1 goes through
+    aiohttp (``AiohttpTransport``); ``http2``, or an httpx ``transport`` to send through,
+    through an ``httpx.AsyncClient`` (``HttpxTransport``) with the cookie jar ``cookies``.
 
     Raises:
         OptionError: ``caBundle`` is not a readable PEM file of CA certificates.
@@ -132,17 +128,12 @@ def open_client(
                 settings.ca_bundle,
                 f"a readable PEM file of CA certificates ({exc})",
             ) from exc
-    # Proxies from the environment: the aiohttp transport applies them itself, so the
-    # client must not mount httpx transports for them; httpx's own stack (HTTP/2) needs the
-    # client to. A transport given by the caller decides alone.
-    trust_env = transport is None and http2
     if transport is None and not http2:
-        transport = AiohttpTransport(connections=connections, verify=verify)
+        return AiohttpTransport(connections=connections, verify=verify)
     try:
-        return httpx.AsyncClient(
+        client = httpx.AsyncClient(
             http2=http2,
             verify=verify,
-            timeout=settings.timeout,
             limits=httpx.Limits(
                 max_connections=connections,
                 max_keepalive_connections=connections,
@@ -150,13 +141,14 @@ def open_client(
             ),
             transport=transport,
             follow_redirects=False,
-            trust_env=trust_env,
+            trust_env=transport is None,  # a transport given by the caller decides alone
             cookies=cookies,
         )
     except ImportError as exc:
         raise ImportError(
             f"option 'http2' needs the h2 package: pip install asyncsink[http2] ({exc})"
         ) from exc
+    return HttpxTransport(client, owned=True)
 
 
 @functools.lru_cache(maxsize=16)

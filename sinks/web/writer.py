@@ -1,16 +1,7 @@
-"""What the sinks that talk HTTP with httpx share: a writer sending with an
-``httpx.AsyncClient``, the checks and headers of their credential and TLS options, and
-request-body compression.
-
-``HttpClientWriter`` is the base of ``HttpWriter`` and ``ElasticsearchWriter``: when
-entered it takes its event loop's shared client (see ``asyncsink.sinks.web.clients``),
-or opens its own around a transport it was given, or uses a client it was given; it
-sends every request with ``_exchange`` (see ``asyncsink.sinks.web.exchange``); while
-open it keeps its credentials out of the log records of the HTTP client, of asyncsink
-and of the loggers its sink declares, and it closes only the client it opened.
-``ClientOptions`` is the base of their option groups; each declares the option fields
-itself, documented for its destination.
-"""
+"""``HttpClientWriter``, the base of ``HttpWriter`` and ``ElasticsearchWriter``: a writer
+that sends every request through one ``Transport`` (see ``asyncsink.sinks.web.transport``),
+keeps its credentials out of the logs while open, and compresses request bodies
+(``gzip_compress``)."""
 
 from __future__ import annotations
 
@@ -29,10 +20,12 @@ from asyncsink.errors import WriterStateError
 from asyncsink.masking import mask_url
 from asyncsink.writer import AsyncSinkWriter
 
-from .clients import ClientSettings, get_client, open_client
-from .exchange import Answer, Exchange
+from . import clients
+from .aiohttp_transport import environment_proxy
+from .clients import ClientSettings
+from .httpx_transport import HttpxTransport
 from .redact import Redactor, mask_in_logs, unmask_in_logs
-from .transport import environment_proxy
+from .transport import Answer, Request, Timeout, Transport
 
 __all__ = ["HttpClientWriter", "gzip_compress"]
 
@@ -43,30 +36,31 @@ _THREAD_GZIP_BYTES = 256 * 1024
 
 
 class HttpClientWriter(AsyncSinkWriter[InputT, EntryT]):
-    """An ``AsyncSinkWriter`` that sends its requests with one ``httpx.AsyncClient``.
+    """An ``AsyncSinkWriter`` that sends every request through one ``Transport``.
 
-    Entering the writer takes the client for its ``_client_settings()``: the running
-    event loop's shared one, whose connections outlive the writer and serve the next
-    writers of the loop; or, given a ``transport`` (or off asyncio), one of its own. Its
-    requests then go through ``_exchange``: straight to aiohttp for a client whose
-    transport is the aiohttp one, through ``client.send`` for any other. From then on
-    until it leaves, log records of httpx, httpcore, hpack, asyncsink and the
-    loggers named in ``logger_names`` never show the writer's secrets. Leaving closes the
-    client it opened, also when entering or leaving fails; a given client and a shared
-    one are left open (the loop's end, or ``close_clients()``, closes a shared one).
+    Entering the writer takes its transport: the running event loop's shared one for its
+    ``_client_settings()`` (aiohttp, or httpx for HTTP/2), whose connections outlive the
+    writer and serve the next writers of the loop; one around a ``client`` or httpx
+    ``transport`` it was given (``HttpxTransport``); a ``Transport`` it was given (a test
+    double); or, off asyncio, one of its own. Its requests then all go through
+    ``_exchange``, the same code whichever transport runs. From then on until it leaves,
+    log records of httpx, httpcore, hpack, aiohttp, asyncsink and the loggers named in
+    ``logger_names`` never show the writer's secrets. Leaving closes what the writer
+    opened, also when entering or leaving fails; what it was given and a shared
+    transport are left open (the loop's end, or ``close_clients()``, closes a shared one).
 
     Args:
         secrets: the values to keep out of logs and errors (``self._redact`` masks them).
-        client: an ``httpx.AsyncClient`` to use instead of opening one; not closed here.
-        transport: the transport of a client the writer opens for itself and closes
-            (tests, proxies).
+        client: an ``httpx.AsyncClient`` to send with; not closed here.
+        transport: an httpx transport for a client the writer opens for itself and closes
+            (tests, proxies), or a ``Transport`` to send through; not closed here.
         **kwargs: ``options``, ``call_log`` and the rest of ``AsyncSinkWriter``'s arguments.
     """
 
     logger_names: ClassVar[tuple[str, ...]] = ()
     """The sink's own loggers, whose records must not show its secrets either."""
 
-    _timeouts: httpx.Timeout
+    _timeouts: Timeout
     """Every request's timeouts (``connect``, ``read``): set by the sink's ``__init__``."""
 
     def __init__(
@@ -74,36 +68,40 @@ class HttpClientWriter(AsyncSinkWriter[InputT, EntryT]):
         *,
         secrets: Iterable[str],
         client: httpx.AsyncClient | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
+        transport: httpx.AsyncBaseTransport | Transport | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self._client = client
-        self._given_client = client is not None
-        self._owns_client = False
-        self._transport = transport
+        given: Transport | None = HttpxTransport(client) if client is not None else None
+        if isinstance(transport, Transport):
+            given, transport = transport, None
+        self._given = given
+        self._httpx_transport = transport
+        self._web: Transport | None = None
+        self._owns_web = False
         self._secrets = list(secrets)
         self._redact = Redactor(self._secrets)
         self._masking = False
-        self._exchanger: Exchange | None = None
 
     @abc.abstractmethod
     def _client_settings(self) -> ClientSettings:
         """What shapes this writer's client (writers with equal settings share one)."""
 
-    async def _take_client(self) -> httpx.AsyncClient:
-        """The shared client for the writer's settings, or, given a transport (or off
-        asyncio, which the shared clients need), a client of its own.
+    async def _take_transport(self) -> Transport:
+        """The transport given, the shared one for the writer's settings, or, given an
+        httpx transport (or off asyncio, which the shared ones need), one of its own.
 
         Raises:
             OptionError: the options do not allow one (an unreadable ``caBundle``...).
             ImportError: ``http2`` without the h2 package.
         """
+        if self._given is not None:
+            return self._given
         settings = self._client_settings()
-        if self._transport is None and _on_asyncio():
-            return await get_client(settings)
-        self._owns_client = True
-        return open_client(settings, transport=self._transport)
+        if self._httpx_transport is None and _on_asyncio():
+            return await clients.get_transport(settings)
+        self._owns_web = True
+        return clients.open_transport(settings, transport=self._httpx_transport)
 
     @abc.abstractmethod
     def _first_url(self) -> str:
@@ -124,16 +122,6 @@ class HttpClientWriter(AsyncSinkWriter[InputT, EntryT]):
         shown = mask_url(first)
         return f"{shown} (through the proxy {mask_url(proxy)})" if proxy else shown
 
-    def _require_client(self) -> httpx.AsyncClient:
-        """The open client.
-
-        Raises:
-            WriterStateError: the writer is not open.
-        """
-        if self._client is None:
-            raise WriterStateError("the writer is not open: use it inside 'async with'")
-        return self._client
-
     async def _exchange(
         self,
         method: str,
@@ -143,27 +131,30 @@ class HttpClientWriter(AsyncSinkWriter[InputT, EntryT]):
         *,
         within: float | None = None,
     ) -> Answer:
-        """Send one request with the writer's client and timeouts, and read its whole
-        answer: the one way the writer's requests go, whether its client sends through
-        aiohttp (handed the request directly), httpx's own stack, or a mock (respx,
-        ``httpx.MockTransport``); see ``asyncsink.sinks.web.exchange``. ``within``: the
-        caller gives up on the request after that many seconds (see ``Exchange.send``).
+        """Send one request with the writer's timeouts through its transport, and read its
+        whole answer: the one way the writer's requests go. ``headers`` are sent as given
+        (lower-case names, so that none is sent twice). ``within`` says that the caller
+        gives up on the request after that many seconds: a read timeout no shorter could
+        never fire first, so none is set.
 
         Raises:
             httpx.HTTPError: the request got no answer (its ``request`` is set).
             WriterStateError: the writer is not open.
         """
-        exchange = self._exchanger
-        if exchange is None:
+        transport = self._web
+        if transport is None:
             raise WriterStateError("the writer is not open: use it inside 'async with'")
-        return await exchange.send(method, url, headers, content, within=within)
+        timeout = self._timeouts
+        if within is not None and timeout.read is not None and within <= timeout.read:
+            timeout = Timeout(timeout.connect, None)
+        request = Request(method, url, headers, content, timeout)
+        return await transport.handle_async_request(request)
 
     async def __aenter__(self) -> Self:
         if self._masking:  # already open: let the core say so
             return await super().__aenter__()
-        if self._client is None:
-            self._client = await self._take_client()
-        self._exchanger = self._open_exchange(self._client)
+        if self._web is None:
+            self._web = await self._take_transport()
         mask_in_logs(self._secrets, self.logger_names)
         self._masking = True
         try:
@@ -183,21 +174,12 @@ class HttpClientWriter(AsyncSinkWriter[InputT, EntryT]):
         finally:
             await self._release()
 
-    def _open_exchange(self, client: httpx.AsyncClient) -> Exchange:
-        """How the writer's requests go: a client given by the caller gets them through
-        its ``send``; the one it took, directly when its transport allows."""
-        if self._given_client:
-            return Exchange(client, timeout=self._timeouts)
-        return Exchange.for_client(client, self._first_url(), timeout=self._timeouts)
-
     async def _release(self) -> None:
-        client, owned = self._client, self._owns_client
-        self._exchanger = None
+        transport, owned = self._web, self._owns_web
+        self._web, self._owns_web = None, False
         try:
-            if not self._given_client:
-                self._client, self._owns_client = None, False
-            if owned and client is not None:
-                await client.aclose()
+            if owned and transport is not None:
+                await transport.aclose()
         finally:
             if self._masking:
                 self._masking = False

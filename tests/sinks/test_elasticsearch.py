@@ -45,6 +45,7 @@ from asyncsink.sinks.web.redact import Redactor
 from asyncsink.stores.memory import MemoryStore
 from asyncsink.testing.es_server import ElasticsearchServer, EsFaults
 from tests.durable.harness import Crash
+from tests.sinks.web_doubles import mocked_web
 
 pytestmark = pytest.mark.anyio
 
@@ -132,7 +133,7 @@ class Cluster:
 
 @pytest.fixture
 def cluster() -> Iterator[Cluster]:
-    with respx.mock(using="httpx", assert_all_called=False) as router:
+    with mocked_web(assert_all_called=False) as router:
         yield Cluster(router)
 
 

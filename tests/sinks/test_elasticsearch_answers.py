@@ -15,6 +15,7 @@ import respx
 from asyncsink import CallInfo, DeliveryError, FatalError, RetryableError, SinkOptions
 from asyncsink.sinks.elasticsearch import ElasticsearchOptions, ElasticsearchWriter, document_id
 from asyncsink.sinks.elasticsearch.results import held_by_mget
+from tests.sinks.web_doubles import mocked_web
 
 pytestmark = pytest.mark.anyio
 
@@ -61,7 +62,7 @@ class Cluster:
 
 @pytest.fixture
 def cluster() -> Iterator[Cluster]:
-    with respx.mock(using="httpx", assert_all_called=False) as router:
+    with mocked_web(assert_all_called=False) as router:
         yield Cluster(router)
 
 

@@ -17,6 +17,7 @@ from asyncsink import CallInfo, DeliveryError, FatalError, RetryableError, SinkO
 from asyncsink.sinks.http import HttpOptions, HttpWriter
 from asyncsink.sinks.http.classify import parse_items
 from asyncsink.sinks.web.redact import Redactor
+from tests.sinks.web_doubles import mocked_web
 
 pytestmark = pytest.mark.anyio
 
@@ -54,7 +55,7 @@ class Endpoint:
 
 @pytest.fixture
 def endpoint() -> Iterator[Endpoint]:
-    with respx.mock(using="httpx", assert_all_called=False) as router:
+    with mocked_web(assert_all_called=False) as router:
         yield Endpoint(router)
 
 
@@ -268,7 +269,7 @@ ITEMS_OK = {"errors": False, "items": [{"status": 201}] * 3}
     ],
 )
 async def test_a_reconcile_answer_that_cannot_be_read_tells_nothing(payload: Any) -> None:
-    with respx.mock(using="httpx") as router:
+    with mocked_web() as router:
         router.get(url__startswith="https://sink.test/status/").mock(
             return_value=httpx.Response(200, json=payload)
         )
@@ -290,7 +291,7 @@ async def test_a_reconcile_answer_that_cannot_be_read_tells_nothing(payload: Any
 async def test_a_readable_reconcile_answer_gives_the_entries_held(
     payload: Any, held: tuple[int, ...]
 ) -> None:
-    with respx.mock(using="httpx") as router:
+    with mocked_web() as router:
         router.get(url__startswith="https://sink.test/status/").mock(
             return_value=httpx.Response(200, json=payload)
         )

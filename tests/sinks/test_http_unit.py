@@ -38,9 +38,11 @@ from asyncsink.encoding import EntryEncodingError, JsonContract, JsonEntryEncode
 from asyncsink.sinks.http import HttpOptions, HttpWriter, create_writer
 from asyncsink.sinks.http.classify import parse_items
 from asyncsink.sinks.http.encoding import frame_json
+from asyncsink.sinks.web.aiohttp_transport import AiohttpTransport
 from asyncsink.sinks.web.classify import error_for_transport, parse_retry_after
+from asyncsink.sinks.web.httpx_transport import HttpxTransport
 from asyncsink.sinks.web.redact import Redactor
-from asyncsink.sinks.web.transport import AiohttpTransport
+from tests.sinks.web_doubles import mocked_web
 
 pytestmark = pytest.mark.anyio
 
@@ -86,7 +88,7 @@ class Endpoint:
 
 @pytest.fixture
 def endpoint() -> Iterator[Endpoint]:
-    with respx.mock(using="httpx", assert_all_called=False) as router:
+    with mocked_web(assert_all_called=False) as router:
         yield Endpoint(router)
 
 
@@ -685,7 +687,7 @@ def call_info(seqs: tuple[int, ...] = (4, 5, 6)) -> CallInfo:
 async def test_reconcile_reads_the_status_resource(
     status: int, payload: Any, held: tuple[int, ...] | None
 ) -> None:
-    with respx.mock(using="httpx") as router:
+    with mocked_web() as router:
         route = router.get(url__startswith="https://sink.test/status/").mock(
             return_value=httpx.Response(status, json=payload)
         )
@@ -700,7 +702,7 @@ async def test_reconcile_reads_the_status_resource(
 
 
 async def test_reconcile_without_answer_or_template_cannot_tell() -> None:
-    with respx.mock(using="httpx") as router:
+    with mocked_web() as router:
         router.get(url__startswith="https://sink.test/").mock(
             side_effect=httpx.ConnectError("refused")
         )
@@ -818,7 +820,7 @@ def test_invalid_options_name_the_option(http: dict[str, Any], name: str) -> Non
 async def test_the_writer_closes_its_own_client_but_not_a_given_one(endpoint: Endpoint) -> None:
     w = writer(reconcile_url=STATUS_URL)
     await deliver(w, ROWS)
-    assert w._client is None
+    assert w._web is None
     with pytest.raises(WriterStateError):
         await w.reconcile(call_info())
 
@@ -841,12 +843,13 @@ async def test_an_unreadable_ca_bundle_fails_on_open(tmp_path: Any) -> None:
 async def test_the_pool_holds_max_in_flight_connections() -> None:
     w = writer(fast(max_in_flight_requests=3))
     async with w:
-        transport = w._client._transport  # type: ignore[union-attr]
+        transport = w._web
         assert isinstance(transport, AiohttpTransport)
         assert transport.connections == 3
     w = writer(fast(max_in_flight_requests=3), http2=True)
     async with w:
-        pool = w._client._transport._pool  # type: ignore[union-attr]
+        assert isinstance(w._web, HttpxTransport)
+        pool = w._web.client._transport._pool  # type: ignore[attr-defined]
         assert pool._max_connections == 3
         assert pool._max_keepalive_connections == 3
 

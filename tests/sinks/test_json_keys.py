@@ -19,6 +19,7 @@ from asyncsink.encoding import EntryEncodingError, JsonEntryEncoder
 from asyncsink.sinks.elasticsearch import ElasticsearchOptions, ElasticsearchWriter
 from asyncsink.sinks.http import HttpOptions, HttpWriter
 from asyncsink.sinks.kinesis import KinesisOptions, KinesisWriter
+from tests.sinks.web_doubles import mocked_web
 
 pytestmark = pytest.mark.anyio
 
@@ -74,7 +75,7 @@ def test_a_run_with_a_colliding_row_still_names_it_alone() -> None:
 
 @pytest.fixture
 def router() -> Iterator[respx.MockRouter]:
-    with respx.mock(using="httpx", assert_all_called=False) as mock:
+    with mocked_web(assert_all_called=False) as mock:
         yield mock
 
 

@@ -20,7 +20,9 @@ from asyncsink import SinkOptions
 from asyncsink.sinks import loop_clients
 from asyncsink.sinks.elasticsearch import ElasticsearchOptions, ElasticsearchWriter
 from asyncsink.sinks.http import HttpOptions, HttpWriter, close_clients
+from asyncsink.sinks.web.aiohttp_transport import AiohttpTransport
 from asyncsink.sinks.web.clients import ClientSettings
+from asyncsink.sinks.web.httpx_transport import HttpxTransport
 
 pytestmark = pytest.mark.anyio
 
@@ -110,10 +112,11 @@ def http_writer(url: str, in_flight: int = 4, **http: Any) -> HttpWriter:
     return HttpWriter(HttpOptions(url=url, **http), options=sink)
 
 
-async def write_one(writer: HttpWriter) -> httpx.AsyncClient:
-    """Open ``writer``, deliver one row in one request, and return the client it used."""
+async def write_one(writer: HttpWriter) -> AiohttpTransport:
+    """Open ``writer``, deliver one row in one request, and return the transport it used."""
     async with writer:
-        client = writer._require_client()
+        client = writer._web
+        assert isinstance(client, AiohttpTransport)
         await writer.write_all([{"id": 1}])
     assert writer.statistics().delivered == 1
     return client
@@ -126,7 +129,7 @@ async def test_writers_of_one_loop_share_a_client_and_its_kept_alive_connection(
     server: CountingServer,
 ) -> None:
     first = await write_one(http_writer(server.url, bearer_token="one"))
-    assert not first.is_closed, "the writer leaves the shared client open"
+    assert first.is_open, "the writer leaves the shared client open"
     assert opened() == 1
     second = await write_one(http_writer(server.url, bearer_token="two"))
     assert second is first
@@ -148,7 +151,7 @@ async def test_close_clients_closes_the_loop_s_clients_and_the_next_writer_opens
 ) -> None:
     first = await write_one(http_writer(server.url))
     await close_clients()
-    assert first.is_closed
+    assert not first.is_open
     assert opened() == 0
     second = await write_one(http_writer(server.url))
     assert second is not first
@@ -159,7 +162,7 @@ async def test_a_writer_after_close_has_no_client() -> None:
     writer = http_writer("http://127.0.0.1:9/ingest")
     async with writer:
         pass
-    assert writer._client is None
+    assert writer._web is None
     await close_clients()
 
 
@@ -171,12 +174,12 @@ async def test_elasticsearch_writers_share_the_loop_s_client_too() -> None:
 
     first, second = es_writer(), es_writer()
     async with first:
-        client = first._require_client()
+        client = first._web
     async with second:
-        assert second._require_client() is client
-    assert not client.is_closed
+        assert second._web is client
+    assert isinstance(client, AiohttpTransport) and opened() == 1
     await close_clients()
-    assert client.is_closed
+    assert opened() == 0
 
 
 # ---------------------------------------------------------------------- given clients
@@ -186,13 +189,14 @@ async def test_a_given_transport_makes_a_client_of_the_writer_s_own_closed_at_ex
     transport = httpx.MockTransport(lambda request: httpx.Response(200))
     writer = HttpWriter(HttpOptions(url="http://sink.test/"), transport=transport)
     async with writer:
-        own = writer._require_client()
+        own = writer._web
+        assert isinstance(own, HttpxTransport)
         await writer.write_all([{"id": 1}])
         assert opened() == 0, "not in the cache"
-    assert own.is_closed
+    assert own.client.is_closed
     with_transport = HttpWriter(HttpOptions(url="http://sink.test/"), transport=transport)
     async with with_transport:
-        assert with_transport._require_client() is not own
+        assert with_transport._web is not own
 
 
 async def test_a_given_client_is_neither_shared_nor_closed() -> None:
@@ -202,11 +206,11 @@ async def test_a_given_client_is_neither_shared_nor_closed() -> None:
         async with writer:
             await writer.write_all([{"id": 1}])
             assert opened() == 0
-        assert writer._client is given
+        assert writer._given is not None and writer._web is None
         assert not given.is_closed
         other = http_writer("http://sink.test/")
         async with other:
-            assert other._require_client() is not given
+            assert isinstance(other._web, AiohttpTransport)
         await close_clients()
         assert not given.is_closed
 
@@ -229,7 +233,7 @@ async def test_what_shapes_a_client_keys_it_and_what_does_not_shares_it(tmp_path
     for extra in settings:
         writer = http_writer(**{"url": url, **extra})
         async with writer:
-            clients.append(writer._require_client())
+            clients.append(writer._web)
     assert len({id(client) for client in clients}) == len(settings)
     same = [
         http_writer("https://sink.test/other/path", bearer_token="t"),
@@ -237,7 +241,7 @@ async def test_what_shapes_a_client_keys_it_and_what_does_not_shares_it(tmp_path
     ]
     for writer in same:
         async with writer:
-            assert writer._require_client() is clients[0]
+            assert writer._web is clients[0]
     assert opened() == len(settings)
     await close_clients()
 
@@ -251,16 +255,6 @@ def test_a_key_holds_origins_never_credentials_nor_paths() -> None:
     )
     assert settings.origins == ("http://sink.test:", "https://sink.test:8443")
     assert "s3cret" not in repr(settings) and "t0ken" not in repr(settings)
-    timed = ClientSettings.for_urls(
-        ["https://sink.test:8443/"],
-        tls_verify=True,
-        ca_bundle=None,
-        connections=4,
-        timeout=httpx.Timeout(1.0),
-    )
-    assert timed == ClientSettings.for_urls(
-        ["https://sink.test:8443/x"], tls_verify=True, ca_bundle=None, connections=4
-    ), "timeouts are per request, not per client"
 
 
 def test_a_secret_digest_stands_for_secrets() -> None:
@@ -274,7 +268,7 @@ def test_a_secret_digest_stands_for_secrets() -> None:
 
 
 def test_each_loop_gets_its_own_client_closed_with_its_connections_when_it_ends() -> None:
-    async def deliver() -> httpx.AsyncClient:
+    async def deliver() -> AiohttpTransport:
         server = CountingServer()
         await server.start()
         try:
@@ -285,17 +279,17 @@ def test_each_loop_gets_its_own_client_closed_with_its_connections_when_it_ends(
             await server.stop()
 
     first = asyncio.run(deliver())
-    assert first.is_closed, "asyncio.run closed the loop's client"
+    assert not first.is_open, "asyncio.run closed the loop's client"
     assert opened() == 0
     second = asyncio.run(deliver())
-    assert second is not first and second.is_closed
+    assert second is not first and not second.is_open
     gc.collect()  # an unclosed session or socket would warn now (warnings are errors)
 
 
 def test_clients_of_a_loop_closed_by_hand_are_released_by_the_next_loop(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    async def deliver() -> httpx.AsyncClient:
+    async def deliver() -> AiohttpTransport:
         server = CountingServer()
         await server.start()
         client = await write_one(http_writer(server.url))
@@ -309,7 +303,7 @@ def test_clients_of_a_loop_closed_by_hand_are_released_by_the_next_loop(
     with caplog.at_level(logging.WARNING, logger="asyncsink"):
         fresh = asyncio.run(deliver())
     assert fresh is not stale
-    assert stale.is_closed
+    assert not stale.is_open
     assert opened() == 0
     assert "HTTP clients of an event loop closed without close_clients()" in caplog.text
     gc.collect()
