@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import io
 import logging
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -53,7 +52,6 @@ __all__ = ["ClientSettings", "close_clients", "get_client", "open_client_count"]
 log = logging.getLogger("asyncsink.kinesis")
 
 _KIND = "Kinesis"
-_LARGE_BODY = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,14 +137,6 @@ async def _open_client(settings: ClientSettings, stack: AsyncExitStack) -> Any:
             ),
         )
     )
-    client.meta.events.register("before-send.kinesis.PutRecords", _stream_large_body)
     put_records.install(client)
     log.debug("opened a Kinesis client: %r", settings)
     return client
-
-
-def _stream_large_body(request: Any, **_: Any) -> None:
-    # aiohttp warns that a large bytes body may block the loop and asks for a stream.
-    body = request.body
-    if isinstance(body, bytes) and len(body) > _LARGE_BODY:
-        request.body = io.BytesIO(body)

@@ -29,7 +29,7 @@ from .clients import ClientSettings, get_client
 from .errors import MaskedError, never_connected, translate_error
 from .options import DEFAULT_REQUEST_BYTES, KINESIS_SINK_DEFAULTS, KinesisOptions
 from .options import sink_options_for_kinesis as _sink_options
-from .put_records import put_records
+from .put_records import install, put_records
 from .reconcile import ReconcileSettings, StreamReconciler, acknowledged_detail
 from .records import KinesisEntry, RecordConverter, as_mapping
 
@@ -65,7 +65,9 @@ class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
     once when retrying cannot help (see ``asyncsink.sinks.kinesis.errors``).
 
     The writer uses its process's shared client for its event loop (``asyncsink.sinks.kinesis.
-    clients``) unless ``client`` is given, which then belongs to the caller.
+    clients``) unless ``client`` is given, which then belongs to the caller. Every client
+    gets its records the same way (``asyncsink.sinks.kinesis.put_records``): a botocore
+    client the sink's hooks are installed on, a test double the records as they are.
 
     With a ``call_log`` and ``reconcile_by_reading`` (the default), each answer's result
     detail keeps the highest sequence number stored per shard, and the calls an earlier
@@ -98,6 +100,8 @@ class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
         self._convert = RecordConverter(kinesis)
         self._given_client = client
         self._client = client
+        if client is not None:
+            install(client)  # the shared clients have the hooks already
         self._stream_parameters = kinesis.stream_parameters
         self._secrets = kinesis.secrets
         timeout = self.options.request_timeout_ms / 1000
@@ -207,11 +211,7 @@ class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
                 self._sent = call_id + 1
         client = await self._current_client()
         try:
-            if self._given_client is None:  # the shared client: the body built here
-                response = await put_records(client, entries, self._stream_parameters)
-            else:  # a client of the caller's, which gets the records as botocore takes them
-                records = [entry.to_request() for entry in entries]
-                response = await client.put_records(Records=records, **self._stream_parameters)
+            response = await put_records(client, entries, self._stream_parameters)
         except Exception as exc:
             error = self._translate(exc)
             if error is None:

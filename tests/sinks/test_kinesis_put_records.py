@@ -17,7 +17,12 @@ from aiobotocore.awsrequest import AioAWSResponse
 from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
 
-from asyncsink.sinks.kinesis.put_records import install, put_records, put_records_body
+from asyncsink.sinks.kinesis.put_records import (
+    EncodedRecords,
+    install,
+    put_records,
+    put_records_body,
+)
 from asyncsink.sinks.kinesis.records import KinesisEntry
 
 pytestmark = pytest.mark.anyio
@@ -106,12 +111,50 @@ async def test_the_body_built_here_is_what_is_signed_and_sent(
     assert len(answer["Records"]) == len(ENTRIES)
 
 
-async def test_a_client_without_the_hook_sends_no_records_at_all(
+async def test_a_client_without_the_hooks_sends_the_same_records_serialized_by_botocore(
     caught: tuple[Any, Caught],
 ) -> None:
-    client, seen = caught  # not installed: Kinesis refuses a request with no records
+    client, seen = caught  # not installed: botocore serializes the records one by one
     await put_records(client, ENTRIES, {"StreamName": "events"})
-    assert orjson.loads(seen.sent[0]) == {"Records": [], "StreamName": "events"}
+    expected = put_records_body(ENTRIES, {"StreamName": "events"})
+    assert orjson.loads(seen.sent[0]) == orjson.loads(expected)
+
+
+async def test_a_client_that_validates_parameters_takes_the_same_path(
+    caught: tuple[Any, Caught],
+) -> None:
+    client, seen = caught
+    async with get_session().create_client(
+        "kinesis",
+        region_name="us-east-1",
+        endpoint_url="http://127.0.0.1:9",
+        aws_access_key_id="AKIATESTTESTTESTTEST",
+        aws_secret_access_key="not-a-secret",
+    ) as validating:  # a caller's client, with botocore's defaults
+        validating.meta.events.register("before-send.kinesis.PutRecords", seen.answer)
+        install(validating)
+        await put_records(validating, ENTRIES, {"StreamARN": ARN})
+    assert seen.sent == [put_records_body(ENTRIES, {"StreamARN": ARN})]
+
+
+async def test_a_body_never_put_in_leaves_a_placeholder_kinesis_refuses(
+    caught: tuple[Any, Caught],
+) -> None:
+    client, seen = caught
+    install(client)
+    client.meta.events.unregister(
+        "before-sign.kinesis.PutRecords", unique_id="asyncsink-put-records-body"
+    )
+    await put_records(client, ENTRIES, {"StreamName": "events"})
+    (record,) = orjson.loads(seen.sent[0])["Records"]
+    assert record["Data"] == "" and len(record["PartitionKey"]) > 256  # Kinesis: at most 256
+
+
+def test_encoded_records_read_as_the_members_botocore_takes() -> None:
+    records = EncodedRecords(ENTRIES)
+    assert len(records) == len(ENTRIES)
+    assert list(records) == [entry.to_request() for entry in ENTRIES]
+    assert records[1:3] == [entry.to_request() for entry in ENTRIES[1:3]]
 
 
 async def test_other_calls_of_the_client_keep_their_own_bodies(

@@ -1,6 +1,7 @@
 """One request path per sink: whatever sends (aiohttp against a real endpoint, httpx with
-a mock, a test double of the transport contract), the sink code above it is the same, down
-to the chain of calls that reaches the transport."""
+a mock, a test double of the transport contract; for Kinesis the sink's own client, one
+given by the caller, a test double), the sink code above it is the same, down to the chain
+of library calls that reaches it."""
 
 from __future__ import annotations
 
@@ -12,15 +13,24 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+from aiobotocore.session import get_session
 
 from asyncsink import SinkOptions
 from asyncsink.sinks.elasticsearch import ElasticsearchOptions, ElasticsearchWriter
 from asyncsink.sinks.http import HttpOptions, HttpWriter
+from asyncsink.sinks.kinesis import KinesisOptions, KinesisWriter
 from asyncsink.sinks.web.aiohttp_transport import AiohttpTransport
 from asyncsink.sinks.web.httpx_transport import HttpxTransport
 from asyncsink.sinks.web.transport import Answer, Request, Transport
 from asyncsink.testing import FaultServer
 from asyncsink.testing.es_server import ElasticsearchServer
+from tests.sinks.test_kinesis import (  # noqa: F401 - fixtures
+    StreamFactory,
+    admin,
+    endpoint_options,
+    new_stream,
+    read_stream,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -122,3 +132,67 @@ async def test_the_elasticsearch_sink_runs_the_same_code_over_aiohttp_and_a_doub
     assert set(paths.seen["aiohttp"]) == set(paths.seen["double"])
     (chain,) = set(paths.seen["double"])
     assert chain[:3] == ("_exchange", "_request", "submit_request_entries")
+
+
+# ---------------------------------------------------------------------- Kinesis
+
+
+class FakeKinesis:
+    """A test double of a Kinesis client: stores every record it is given."""
+
+    def __init__(self, paths: Paths) -> None:
+        self.paths = paths
+        self.records: list[dict[str, Any]] = []
+
+    async def put_records(self, **params: Any) -> dict[str, Any]:
+        self.paths.record("double")
+        self.records.extend(params["Records"])
+        stored = [{"SequenceNumber": str(i), "ShardId": "shardId-000000000000"}
+                  for i in range(len(params["Records"]))]  # fmt: skip
+        return {"FailedRecordCount": 0, "Records": stored}
+
+
+def watch(client: Any, paths: Paths, kind: str) -> None:
+    """Record the chain of library calls of every PutRecords call ``client`` makes."""
+
+    def seen(**_: Any) -> None:
+        paths.record(kind)
+
+    client.meta.events.register("before-parameter-build.kinesis.PutRecords", seen)
+
+
+@pytest.mark.emulator
+async def test_the_kinesis_sink_runs_the_same_code_for_its_own_a_given_and_a_double_client(
+    admin: Any,  # noqa: F811 - the fixtures of test_kinesis
+    new_stream: StreamFactory,  # noqa: F811
+    endpoint_options: dict[str, Any],  # noqa: F811
+) -> None:
+    found = Paths()
+    name = await new_stream(1)
+    sink = SinkOptions(max_batch_size=2, max_in_flight_requests=1)
+    options = KinesisOptions(stream_name=name, partition_key_field="id", **endpoint_options)
+    own = KinesisWriter(options, options=sink)
+    async with own:
+        watch(own.client, found, "own")  # the process's shared client, which it took
+        await own.write_all(ROWS)
+    async with get_session().create_client(
+        "kinesis",
+        region_name=endpoint_options["region"],
+        endpoint_url=endpoint_options["endpoint_url"],
+        aws_access_key_id="given",
+        aws_secret_access_key="given",
+    ) as given:  # a caller's client, botocore's defaults
+        watch(given, found, "given")
+        await deliver(KinesisWriter(options, options=sink, client=given))
+    double = FakeKinesis(found)
+    await deliver(KinesisWriter(options, options=sink, client=double))
+
+    assert sorted(found.seen) == ["double", "given", "own"]
+    assert all(len(chains) == 3 for chains in found.seen.values())  # 5 rows, 2 a request
+    chains = {kind: set(chains) for kind, chains in found.seen.items()}
+    assert chains["own"] == chains["given"] == chains["double"]
+    (chain,) = chains["double"]
+    assert chain[:2] == ("put_records", "submit_request_entries")
+    assert [record["PartitionKey"] for record in double.records] == [str(i) for i in range(5)]
+    stored = sorted(key for _, key, _ in await read_stream(admin, name))
+    assert stored == sorted([str(i) for i in range(5)] * 2)  # own and given, each once
