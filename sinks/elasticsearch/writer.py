@@ -51,11 +51,13 @@ class ElasticsearchWriter(HttpClientWriter[Any, BulkEntry]):
     position, or they go to the ``deadLetter`` target. Authentication, authorization and
     missing-index errors fail the task at once, with a message that shows no credential.
 
-    The writer opens one ``httpx.AsyncClient`` for all nodes when entered and closes it
-    when it leaves, unless a ``client`` is given (then it is used and left open); while
-    open, its credentials are kept out of the log records of httpx, httpcore, hpack and
-    asyncsink (see ``asyncsink.sinks.web.writer``). With ``refresh``, the written indices are
-    refreshed once everything was delivered, before the scope is recorded as complete.
+    Every request, to any node, goes through one transport (see
+    ``asyncsink.sinks.web.transport``): the event loop's shared one for the writer's
+    settings, or the one its ``client`` or ``transport`` arguments give (see
+    ``HttpClientWriter``; a given client is left open). While open, its credentials are
+    kept out of the log records of httpx, httpcore, hpack, aiohttp and asyncsink (see
+    ``asyncsink.sinks.web.writer``). With ``refresh``, the written indices are refreshed
+    once everything was delivered, before the scope is recorded as complete.
 
     Args:
         es: the cluster, index, operation and connection options.

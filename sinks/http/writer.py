@@ -43,12 +43,13 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
     per-entry items (see ``asyncsink.sinks.http.classify``): only failed entries are re-sent, and
     entries the endpoint refuses are bad records.
 
-    The writer opens one ``httpx.AsyncClient`` when entered (its pool holds
-    ``maxInFlightRequests`` connections) and closes it when it leaves. Spark reuses its
-    Python workers, so a runner may instead pass a ``client`` it caches per process: the
-    writer then uses it (adding its headers and timeouts to each request) and leaves it
-    open. While open, the writer keeps its credentials out of the log records of httpx,
-    httpcore, hpack and asyncsink (see ``asyncsink.sinks.web.writer``).
+    Every request goes through one transport (see ``asyncsink.sinks.web.transport``): the
+    event loop's shared one for the writer's settings (its pool holds
+    ``maxInFlightRequests`` connections), or the one its ``client`` or ``transport``
+    arguments give (see ``HttpClientWriter``); a given client gets the writer's headers
+    and timeouts on each request and is left open. While open, the writer keeps its
+    credentials out of the log records of httpx, httpcore, hpack, aiohttp and asyncsink
+    (see ``asyncsink.sinks.web.writer``).
 
     Args:
         http: where and how to send.
