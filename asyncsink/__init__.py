@@ -6,6 +6,7 @@ Elasticsearch; ``register_sink`` adds yours); run it from ``foreachBatch``,
 """
 
 from .arrow_rows import ArrowRows
+from .contract import Reconcile
 from .dead_letter import DeadLetter, JsonLinesDeadLetter
 from .durable import CallLog, DurableContext, current_key
 from .encoding import EntryEncodingError, JsonContract, JsonEntryEncoder
@@ -60,6 +61,7 @@ __all__ = [
     "LatencyHistogram",
     "OptionError",
     "PackedEntries",
+    "Reconcile",
     "RecordStore",
     "ReplayMismatchError",
     "RequestSizes",

@@ -5,6 +5,8 @@ could not turn into an entry, or an entry the destination rejected as malformed 
 Elasticsearch mapping error, an HTTP 400 item). Without a dead-letter target the writer
 fails with a ``BadRecordError`` naming the record's position and reason; with one, the
 record is handed over and counted in the statistics. Nothing is dropped silently.
+
+``DeadLetters`` is the writer's side: it hands a bad record to the target, or raises.
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ from typing import Any
 
 import orjson
 
+from .errors import BadRecordError, DeadLetterError
 from .rows import fields_of
 
 __all__ = [
     "DeadLetter",
     "DeadLetterTarget",
+    "DeadLetters",
     "JsonLinesDeadLetter",
     "dead_letter_target",
     "element_bytes",
@@ -120,3 +124,47 @@ def dead_letter_target(option: str | DeadLetterTarget | None) -> DeadLetterTarge
     if isinstance(option, str):
         return JsonLinesDeadLetter(option)
     return option
+
+
+class DeadLetters:
+    """Where a writer's bad records go: the ``deadLetter`` target, or a failure.
+
+    ``serialize`` gives an entry's bytes (the sink's ``serialize_entry``); ``scope``
+    names the writer's scope in letters and errors, ``persistent`` whether errors name it.
+    """
+
+    def __init__(
+        self, option: str | DeadLetterTarget | None, serialize: Callable[[Any], bytes]
+    ) -> None:
+        self.target = dead_letter_target(option)
+        self._serialize = serialize
+        self.scope = ""
+        self.persistent = False
+        self.count = 0  # records handed over
+
+    def bad_record(self, seq: int, reason: str, *, entry: Any = None, element: Any = None) -> None:
+        """Hand over the record at ``seq``: a converted ``entry``, or an ``element`` the
+        converter refused.
+
+        Raises:
+            BadRecordError: there is no target.
+            DeadLetterError: the target failed; the record is not settled.
+        """
+        if self.target is None:
+            raise BadRecordError(seq, reason, self.scope if self.persistent else None)
+        if element is not None:
+            record = element_bytes(element)
+        else:
+            try:
+                record = self._serialize(entry)
+            except Exception:
+                record = repr(entry).encode()
+        try:
+            self.target(DeadLetter(seq, reason, record, self.scope))
+        except Exception as exc:
+            raise DeadLetterError(
+                f"{self.scope}: writing bad record {seq} to the dead-letter target "
+                f"{self.target!r} failed: {type(exc).__name__}: {exc}; the record "
+                "is not settled, so the task fails and its retry handles it again"
+            ) from exc
+        self.count += 1

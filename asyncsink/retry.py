@@ -1,22 +1,34 @@
-"""Retry policy: how a failure is classified and how long an entry backs off.
+"""Retry policy: how a failure is classified, how long an entry backs off, and when it
+gives up.
 
 Whole-request failures are sorted into three kinds: ``RETRYABLE`` (try again after a
-backoff), ``THROTTLED`` (the same, and the rate limiter shrinks its window) and ``FATAL``
-(fail the writer now). Backoff is exponential with full jitter, the delays of the
-``backoff`` library's wait generators: the ceiling ``initial * 2**(attempt-1)``, capped at
-``max``, and a delay drawn uniformly below it, so that concurrent writers spread out; a
-destination's ``Retry-After`` hint lengthens it, up to the same cap.
+backoff), ``THROTTLED`` (the same, and congestion control backs off) and ``FATAL`` (fail
+the writer now). A timeout is retryable (fatal with ``failOnTimeout``); a refused
+connection is fatal at once with ``failFastOnConnectionRefused`` when nothing was ever
+delivered to that destination from this process. Backoff is exponential with full
+jitter, the delays of the ``backoff`` library's wait generators: the ceiling
+``initial * 2**(attempt-1)``, capped at ``max``, and a delay drawn uniformly below it, so
+that concurrent writers spread out; a destination's ``Retry-After`` hint lengthens it, up
+to the same cap. An entry fails for good after ``maxRetries`` failed attempts.
 """
 
 from __future__ import annotations
 
 import enum
+import logging
+from collections.abc import Callable, Sequence
 
 import backoff
 
-from .errors import FatalError, RetryableError, ThrottledError
+from .connections import ConnectionFailure, connection_failure, ever_reached
+from .errors import DeliveryError, FatalError, RetryableError, ThrottledError
+from .options import SinkOptions
 
-__all__ = ["ErrorKind", "RetryPolicy", "default_classification"]
+__all__ = ["Backoff", "ErrorKind", "RetryPolicy", "default_classification"]
+
+log = logging.getLogger("asyncsink")
+
+_POSITIONS_SHOWN = 10  # input positions of entries out of retries that a DeliveryError names
 
 
 class ErrorKind(enum.Enum):
@@ -42,7 +54,7 @@ def default_classification(exc: BaseException) -> ErrorKind:
     return ErrorKind.FATAL
 
 
-class RetryPolicy:
+class Backoff:
     """Backoff delays in seconds for the ``attempt``-th retry (1-based)."""
 
     def __init__(self, initial_ms: int, max_ms: int) -> None:
@@ -78,3 +90,125 @@ def _seconds(value: object) -> float | None:
     except (TypeError, ValueError, OverflowError):
         return None
     return seconds if seconds >= 0 else None  # NaN compares False: no hint
+
+
+class RetryPolicy:
+    """What a writer does with a failure: classify it, back off, give up.
+
+    - ``judge(error)`` (``None``: the request timed out): the error to report and its kind;
+    - ``attempt(seqs)``: one more failed attempt of each entry: the indexes of those with
+      retries left, and the backoff before they go again (at least ``retry_after``);
+      the others are counted as failed for good;
+    - ``forget(seqs)``: those entries are settled;
+    - ``give_up(count, error)``, ``delivery_error(delivered)``: entries failed for good,
+      and the ``DeliveryError`` the barrier raises for them.
+
+    Args:
+        options: ``maxRetries``, the backoffs, ``failOnTimeout``,
+            ``failFastOnConnectionRefused``, ``requestTimeoutMs``.
+        classify: the sink's ``classify_error``.
+        destination: the sink's ``describe_destination``, for messages.
+    """
+
+    def __init__(
+        self,
+        options: SinkOptions,
+        classify: Callable[[BaseException], ErrorKind],
+        destination: Callable[[], str],
+    ) -> None:
+        self.options = options
+        self._classify = classify
+        self._destination = destination
+        self._backoff = Backoff(options.initial_backoff_ms, options.max_backoff_ms)
+        self._attempts: dict[int, int] = {}  # seq -> failed attempts, while it has any
+        self._connection_failed_once = False
+        self.scope = ""  # for logs
+        self.exhausted = 0  # entries failed for good
+        self.exhausted_at: list[int] = []  # the first of their positions
+        self.last_error: BaseException | None = None
+
+    def judge(
+        self, error: BaseException | None, call_id: int, *, delivered: bool
+    ) -> tuple[BaseException, ErrorKind]:
+        """The error a failed request reports and its kind (``error`` ``None``: it timed
+        out); ``delivered``: this writer delivered something already."""
+        if error is None:
+            timeout = self.options.request_timeout_ms
+            error = TimeoutError(
+                f"request {call_id} got no response within requestTimeoutMs ({timeout})"
+            )
+            fatal = self.options.fail_on_timeout
+            return error, ErrorKind.FATAL if fatal else ErrorKind.RETRYABLE
+        kind = self._classify(error)
+        if kind is not ErrorKind.FATAL and self._refused_at_once(error, delivered):
+            fatal_error = FatalError(
+                f"{self._destination()} refused the connection and nothing was ever "
+                "delivered there from this process: is the destination running, and are "
+                "its host and port right? (failFastOnConnectionRefused=false retries "
+                f"instead): {error}"
+            )
+            fatal_error.__cause__ = error
+            return fatal_error, ErrorKind.FATAL
+        return error, kind
+
+    def _refused_at_once(self, error: BaseException, delivered: bool) -> bool:
+        """Log the writer's first failed connection; whether ``error`` is a refused
+        connection to fail on at once."""
+        failure = connection_failure(error)
+        if failure is None:
+            return False
+        destination = self._destination()
+        if not self._connection_failed_once:
+            self._connection_failed_once = True
+            log.warning(
+                "%s: cannot connect to %s (%s): %s", self.scope, destination, failure.value, error
+            )
+        return (
+            failure is ConnectionFailure.REFUSED
+            and self.options.fail_fast_on_connection_refused
+            and not delivered
+            and not ever_reached(destination)
+        )
+
+    def attempt(
+        self, seqs: Sequence[int], error: BaseException | None, retry_after: object
+    ) -> tuple[list[int], float]:
+        """Count a failed attempt of each of ``seqs``: the indexes of those to try again,
+        and when (seconds from now)."""
+        self.last_error = error
+        attempts = 0
+        kept: list[int] = []
+        attempts_of, max_retries = self._attempts, self.options.max_retries
+        for index, seq in enumerate(seqs):
+            count = attempts_of.get(seq, 0) + 1
+            attempts = max(attempts, count)
+            if count > max_retries:
+                attempts_of.pop(seq, None)
+                if len(self.exhausted_at) < _POSITIONS_SHOWN:
+                    self.exhausted_at.append(seq)
+            else:
+                attempts_of[seq] = count
+                kept.append(index)
+        if len(kept) < len(seqs):
+            self.give_up(len(seqs) - len(kept))
+            log.warning(
+                "%s: %d entries out of retries (maxRetries=%d): %s",
+                self.scope,
+                len(seqs) - len(kept),
+                max_retries,
+                error,
+            )
+        return kept, self._backoff.delay(attempts, retry_after) if kept else 0.0
+
+    def forget(self, seqs: Sequence[int]) -> None:
+        if self._attempts:
+            for seq in seqs:
+                self._attempts.pop(seq, None)
+
+    def give_up(self, count: int) -> None:
+        self.exhausted += count
+
+    def delivery_error(self, delivered: int) -> DeliveryError | None:
+        if not self.exhausted:
+            return None
+        return DeliveryError(self.exhausted, delivered, self.last_error, self.exhausted_at)

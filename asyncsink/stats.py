@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["LatencyHistogram", "RequestSizes", "WriterStatistics"]
+__all__ = ["LatencyHistogram", "RequestSizes", "Tally", "WriterStatistics"]
 
 # Bucket upper bounds in milliseconds: 0.25 ms .. ~8.4 min, each 25% above the last.
 _BOUNDS: tuple[float, ...] = tuple(0.25 * 1.25**i for i in range(76))
@@ -160,4 +160,41 @@ class WriterStatistics:
             f"{self.dead_lettered} dead-lettered, {self.failed} failed, {self.retried} retried, "
             f"{self.requests} requests ({self.requests_failed} failed, {self.throttled} "
             f"throttled, {self.timeouts} timed out), {self.bytes_sent} bytes{latency}{lost}"
+        )
+
+
+class Tally:
+    """A running writer's counts of entries and requests, for ``WriterStatistics``."""
+
+    __slots__ = ("counts", "latency", "sizes")
+
+    COUNTED = (
+        "delivered",
+        "retried",
+        "bytes_sent",
+        "requests",
+        "requests_failed",
+        "throttled",
+        "timeouts",
+        "late_responses",
+    )
+
+    def __init__(self) -> None:
+        self.counts = dict.fromkeys(self.COUNTED, 0)
+        self.latency = new_latency_counts()
+        self.sizes: dict[int, int] = {}  # requests by the entries they carried
+
+    def request_ended(self, entries: int, seconds: float) -> None:
+        self.counts["requests"] += 1
+        self.latency[LatencyHistogram.bucket(seconds * 1000)] += 1
+        self.sizes[entries] = self.sizes.get(entries, 0) + 1
+
+    def snapshot(self, **more: int) -> WriterStatistics:
+        """The statistics: these counts, and ``more`` (the writer's other counts and
+        levels)."""
+        return WriterStatistics(
+            **self.counts,
+            **more,
+            latency=LatencyHistogram.of(self.latency),
+            request_entries=RequestSizes.of(self.sizes),
         )

@@ -1,69 +1,60 @@
 """``AsyncSinkWriter``: the generic async writer every destination subclasses.
 
-A subclass says how to turn an input element into a request entry (``convert``), how big
-an entry is (``entry_size``) and how to send a batch (``submit_request_entries``).
-The writer does the rest: it buffers entries, cuts batches by count, bytes and time,
-keeps as many requests in flight as the destination serves without queueing (learned
-from their latency, at most ``max_in_flight_requests``, starting from what the last
-writer of the same destination in this process learned; see ``asyncsink.concurrency``)
-and an AIMD window of entries, re-sends failed entries with backoff and only those,
-and ``flush()`` is the barrier: it returns once every accepted entry is acknowledged,
-or raises.
+A subclass implements the contract of ``asyncsink.contract.SinkContract``: how to turn an
+input element into a request entry, how big an entry is, how to send a batch. The writer
+buffers entries, cuts batches by count, bytes and time, and dispatches them as far as its
+parts allow; ``flush()`` is the barrier: it returns once every accepted entry is
+acknowledged, or raises. It is handed its parts, each behind a small contract:
+
+- congestion control (``asyncsink.congestion``): how many requests and entries may be in
+  flight, adapted to latency and throttles, one decision per congestion event;
+- a retry policy (``asyncsink.retry``): classify a failure, back off, give up;
+- a recovery source (``asyncsink.recovery``): what the call log says to skip, settle and
+  send again;
+- a dead-letter target (``asyncsink.dead_letter``): where bad records go;
+- an intake (``asyncsink.intake``): elements become sized entries, or bad records.
 
 Lifecycle: a writer is used inside ``async with``; entering opens it (and its durable
 call log, if one was given), leaving flushes and closes it. Leaving on an exception
 cancels what is in flight instead, and the call log keeps the calls for a retry. A
-writer runs on an asyncio event loop (``asyncio.run``, or ``anyio.run``'s default).
+writer runs on an asyncio event loop (``asyncio.run``, or ``anyio.run``'s default), with
+asyncio's tasks, events, timers and timeouts only: see ``asyncsink.tasks`` for why.
 """
 
 from __future__ import annotations
 
-import abc
 import asyncio
 import enum
 import logging
 import time
-from collections.abc import AsyncIterable, Collection, Coroutine, Iterable, Sequence
+from collections.abc import AsyncIterable, Awaitable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar, cast
 
-import anyio
-import anyio.abc
-import anyio.lowlevel
-import orjson
-
 from .buffer import RequestBuffer, Run
-from .concurrency import ConcurrencyLimiter, Learned, recall, remember
-from .connections import (
-    ConnectionFailure,
-    connection_failure,
-    ever_reached,
-    mark_reached,
-    never_opened,
-)
-from .dead_letter import DeadLetter, dead_letter_target, element_bytes
+from .congestion import Congestion
+from .connections import mark_reached
+from .contract import Reconcile, SinkContract
+from .dead_letter import DeadLetters
 from .errors import (
     AsyncSinkError,
     BadRecordError,
     DeadLetterError,
-    DeliveryError,
-    DestinationError,
     FatalError,
     FencedError,
-    RetryableError,
-    ThrottledError,
     WriterStateError,
     describe,
 )
+from .intake import Intake
 from .options import SinkOptions
-from .packed import PackedEntries
-from .rate_limit import AIMDWindow
 from .recording import CallRecorder, NoRecords
-from .request import CallInfo, SubmitResult, _current, as_result, integer
-from .retry import ErrorKind, RetryPolicy, default_classification
-from .stats import LatencyHistogram, RequestSizes, WriterStatistics, new_latency_counts
+from .recovery import Recovery
+from .request import CallInfo, SubmitResult, _current, as_result
+from .retry import ErrorKind, RetryPolicy
+from .stats import Tally, WriterStatistics
+from .tasks import Progress, Tasks, Timer, finish
 from .telemetry import NoMetrics, WriterMetrics, sink_attributes, writer_metrics
 from .telemetry.live import Reading
 
@@ -72,7 +63,6 @@ __all__ = ["AsyncSinkWriter", "WriterSnapshot"]
 log = logging.getLogger("asyncsink")
 
 _RUN = 2048  # elements ``write_all`` converts at once: whole batches, as many as fit
-_POSITIONS_SHOWN = 10  # input positions of entries out of retries that a DeliveryError names
 
 InputT = TypeVar("InputT")
 EntryT = TypeVar("EntryT")
@@ -104,14 +94,15 @@ class _Call(Generic[EntryT]):
         self.settled = False
 
 
-class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
+class AsyncSinkWriter(SinkContract[InputT, EntryT]):
     """Buffers, batches and delivers entries to a destination; subclass it per destination.
 
-    Subclasses implement ``convert``, ``entry_size`` and ``submit_request_entries``, and
-    may override ``classify_error``, ``serialize_entry`` and ``reconcile``. A subclass that
-    takes its own constructor arguments passes ``**kwargs`` on to this one. One that
-    converts a dict of a row's fields as it converts the Spark ``Row`` sets
-    ``takes_mappings``: rows read through Arrow then reach it as dicts, which is faster.
+    Subclasses implement ``convert``, ``entry_size`` and ``submit_request_entries``, may
+    override the hooks of ``SinkContract``, and declare what they can do in class
+    attributes: ``reconciliation`` (a ``Reconcile`` flag: ``BY_CALL`` with ``reconcile``,
+    ``BY_ENTRIES`` with ``reconcile_entries``; overriding one without declaring it is a
+    ``TypeError``), ``takes_mappings`` and ``sink_name``. A subclass that takes its own
+    constructor arguments passes ``**kwargs`` on to this one.
 
     Args:
         options: buffering hints, limits and retry policy (``SinkOptions()`` if omitted).
@@ -119,9 +110,6 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             ``CallRecorder``); without one, nothing is remembered across attempts
             (idempotency keys are then unique per writer).
     """
-
-    takes_mappings: bool = False
-    sink_name: str = ""  # the sink's name in metrics; the class name when empty
 
     def __init__(
         self, *, options: SinkOptions | None = None, call_log: CallRecorder | None = None
@@ -132,202 +120,34 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         self._buffer: RequestBuffer[EntryT] = RequestBuffer()
         self._calls: dict[int, _Call[EntryT]] = {}
         self._in_flight_entries = 0
-        self._window = AIMDWindow(
-            ceiling=options.max_batch_size * options.max_in_flight_requests,
-            increase=max(1, options.max_batch_size // 10),
-            enabled=options.rate_limiting,
+        self._congestion = Congestion(options)
+        self._retry = RetryPolicy(options, self.classify_error, self.describe_destination)
+        self._dead_letters = DeadLetters(options.dead_letter, self.serialize_entry)
+        self._intake: Intake[InputT, EntryT] = Intake(
+            self, options.max_record_size_in_bytes, self._dead_letters, self._log, self._fail
         )
-        self._limiter = self._new_limiter()
-        self._learning_key: tuple[Any, ...] | None = None  # set when opened
-        self._retry = RetryPolicy(options.initial_backoff_ms, options.max_backoff_ms)
+        by_entries = Reconcile.BY_ENTRIES in self.reconciliation
+        self._recovery: Recovery[EntryT] = Recovery(
+            self._log, self.reconcile_entries if by_entries else None
+        )
+        self._tasks = Tasks(self._fail, lambda: self._state is _State.OPEN)
+        self._progress = Progress()
+        self._timer = Timer(self._next_deadline, self._pump)
+        self._tally = Tally()
         self._timeout = options.request_timeout_ms / 1000
         self._max_time_in_buffer = options.max_time_in_buffer_ms / 1000
-        self._dead_letter = dead_letter_target(options.dead_letter)
         self._max_buffered = options.max_buffered_requests
-        self._max_record = options.max_record_size_in_bytes
         self._max_bytes = options.max_batch_size_in_bytes
-        self._max_batch = options.max_batch_size  # lowered while the AIMD window is smaller
         self._written = 0
         self._clock = time.monotonic()
         self._log_sync_scheduled = False
-        self._scope = self._log.scope_name
+        self._scope = self._retry.scope = self._dead_letters.scope = self._log.scope_name
+        self._dead_letters.persistent = self._log.persistent
         self._next_seq = 0
-        self._entry_position = 0  # of the element being converted
         self._flushing = 0
         self._fatal: BaseException | None = None
-        self._exhausted = 0  # entries out of retries
-        self._exhausted_at: list[int] = []  # the first of their positions
-        self._attempts: dict[int, int] = {}  # seq -> failed attempts, while it has any
-        self._last_error: BaseException | None = None
-        self._tg: anyio.abc.TaskGroup | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._tasks: set[asyncio.Task[None]] = set()  # the tasks of ``_spawn``
-        self._timer_scope: anyio.CancelScope | None = None
-        self._progress = asyncio.Event()
-        self._waiting = 0  # tasks waiting for ``_progress``
-        self._wake = asyncio.Event()
-        self._timer_blocked = False  # the timer waits for a request to end
         self._skip_all = False
-        # Calls without an answer being looked up by content: their entries are in flight
-        self._looking_up: dict[int, Run[EntryT]] = {}
-        self._reads_entries = type(self).reconcile_entries is not AsyncSinkWriter.reconcile_entries
-        self._counts = dict.fromkeys(
-            (
-                "delivered",
-                "dead_lettered",
-                "retried",
-                "bytes_sent",
-                "requests",
-                "requests_failed",
-                "throttled",
-                "timeouts",
-                "late_responses",
-            ),
-            0,
-        )
-        self._latency = new_latency_counts()
-        self._request_entries: dict[int, int] = {}  # requests by the entries they carried
-        self._connection_failed_once = False
         self._metrics: WriterMetrics = NoMetrics()  # until opened with an SDK configured
-
-    # ------------------------------------------------------------------ the contract
-
-    @property
-    def entry_position(self) -> int:
-        """Inside ``convert``: the position of the element being converted in this
-        writer's input, counted from 0 (its entry sequence number in the scope, the same
-        whenever a retried task replays the input, however the element is converted);
-        inside ``convert_all``: the position of the run's first element."""
-        return self._entry_position
-
-    @abc.abstractmethod
-    def convert(self, element: InputT) -> EntryT:
-        """Turn an input element (a Spark ``Row``, a dict...) into a request entry.
-
-        An exception makes the element a bad record (position and reason reported).
-        """
-
-    def convert_all(self, elements: Sequence[InputT]) -> Sequence[EntryT]:
-        """Convert a run of elements, one entry per element, in order.
-
-        The writer converts what ``write_all`` is given in runs: lists, or slices of the
-        ``Sequence`` it was given. The default calls ``convert`` on each element, at its
-        own ``entry_position``; an override that calls ``convert`` itself should call
-        ``super().convert_all`` instead when ``convert`` reads ``entry_position`` (in an
-        override, it stays the run's first element's: element ``i`` is at
-        ``entry_position + i``).
-        Override it when a run converts faster at once, giving each element the very
-        entry ``convert`` gives it: a retried task and a replay convert one element at
-        a time, and recognise delivered entries by their bytes. If it raises, the writer
-        converts that run again one element at a time, with ``convert``, to report the
-        bad record at its position.
-
-        Return a list, or, for entries that are bytes, ``PackedEntries``: the writer
-        keeps those packed, and a request cut from one run reaches
-        ``submit_request_entries`` as a slice of it (any other sequence is copied into
-        a list).
-        """
-        convert, first = self.convert, self._entry_position
-        entries = []
-        for offset, element in enumerate(elements):
-            self._entry_position = first + offset
-            entries.append(convert(element))
-        return entries
-
-    @abc.abstractmethod
-    def entry_size(self, entry: EntryT) -> int:
-        """The entry's size in bytes, as the destination counts it for its limits."""
-
-    def entry_sizes(self, entries: list[EntryT]) -> list[int]:
-        """``entry_size`` of each of a run of entries; override it when a run is sized
-        faster at once (``list(map(len, entries))`` for entries that are bytes)."""
-        return list(map(self.entry_size, entries))
-
-    @abc.abstractmethod
-    async def submit_request_entries(
-        self, entries: list[EntryT]
-    ) -> Sequence[EntryT] | SubmitResult | None:
-        """Send one request carrying ``entries``; return the entries to retry.
-
-        ``entries`` is a list, unless ``convert_all`` returned ``PackedEntries``: then it
-        may be a slice of those.
-
-        Return ``None`` (or an empty list) when all were accepted, the failed entries (the
-        same objects, in request order) for a partial failure, or a ``SubmitResult``.
-        Raise to fail the whole request: ``RetryableError``/``ThrottledError`` to have it
-        re-sent as the same call, ``FatalError`` to fail the writer. ``current_call()``
-        gives the request's idempotency key and entry sequence numbers.
-        """
-
-    def describe_destination(self) -> str:
-        """Where this writer's requests go, for logs and messages: never a secret (show a
-        URL with ``asyncsink.masking.mask_url``). Defaults to the writer's class name."""
-        return type(self).__name__
-
-    def destination_name(self) -> str:
-        """Where this writer's requests go, short and stable, for metric attributes: a
-        host and path, a stream, an index; never a credential. Defaults to
-        ``describe_destination`` (the attribute drops what ``mask_url`` would mask)."""
-        return self.describe_destination()
-
-    def classify_error(self, exc: BaseException) -> ErrorKind:
-        """Sort a whole-request failure into retryable, throttled or fatal."""
-        return default_classification(exc)
-
-    def serialize_entry(self, entry: EntryT) -> bytes:
-        """The entry's bytes, for content digests in the call log and dead letters.
-
-        Entries that are already bytes-like are digested as they are.
-        """
-        if isinstance(entry, bytes):
-            return entry
-        if isinstance(entry, str):
-            return entry.encode()
-        try:
-            return orjson.dumps(entry, option=orjson.OPT_SORT_KEYS)
-        except TypeError:
-            return repr(entry).encode()
-
-    async def reconcile(self, call: CallInfo) -> Collection[int] | None:
-        """For a call left PENDING by an earlier attempt: the sequence numbers among
-        ``call.seqs`` that the destination holds, or ``None`` if it cannot tell (the call
-        is then re-sent as it was, with the same idempotency key). Raising marks the call
-        FAILED and its entries are sent again in new calls."""
-        return None
-
-    async def reconcile_entries(
-        self, call: CallInfo, entries: list[EntryT]
-    ) -> Collection[int] | None:
-        """For a call left PENDING by an earlier attempt, once this attempt was given its
-        ``entries`` again (in ``call.seqs`` order), or for a call of this attempt that got
-        no answer (see ``may_have_landed``): the sequence numbers the destination holds,
-        or ``None`` if it cannot tell (the call is re-sent as it was). For destinations
-        that can only be searched by content (a Kinesis stream); the entries not held are
-        sent in a new call. ``call.pending_since`` says when the call was recorded,
-        ``call.sent_again_at`` when it last left again; ``recorded_results()`` gives the
-        result details of the scope's acknowledged calls. An exception counts as
-        ``None``. Only a writer with durable call records is asked.
-
-        The default does not look: ``None``.
-        """
-        return None
-
-    def may_have_landed(self, error: BaseException | None) -> bool:
-        """Whether a request that failed with ``error`` (``None``: it timed out) may have
-        reached the destination all the same: it left and no answer came (a timeout, a
-        connection lost after sending), or the answer was a failure that can come after
-        the work was done (a ``RetryableError`` with a ``status``: a 5xx from the
-        destination, or from a gateway that gave up waiting for it). A writer that looks
-        calls up by content (``reconcile_entries``) looks such a call up before sending it
-        again. Not: a throttle, a refusal (a ``FatalError`` answer), or a connection that
-        never opened (refused, a name that does not resolve)."""
-        if error is None:
-            return True
-        if isinstance(error, ThrottledError):
-            return False
-        if isinstance(error, DestinationError) and error.status is not None:
-            return isinstance(error, RetryableError)
-        return not never_opened(error)
 
     def recorded_results(self) -> list[Any]:
         """The result details (``SubmitResult.detail``) of the acknowledged calls of this
@@ -339,21 +159,19 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
     async def __aenter__(self) -> Self:
         if self._state is not _State.NEW:
             raise WriterStateError(f"writer is {self._state.value}; it can be opened once")
-        self._loop = asyncio.get_running_loop()
-        self._resume_learning()
-        tg = anyio.create_task_group()
-        await tg.__aenter__()
-        self._tg = tg
+        cls = type(self)
+        self._congestion.resume((cls.__module__, cls.__qualname__, self.describe_destination()))
+        self._tasks.open()
         self._state = _State.OPEN
         try:
             await self._log.open(self.serialize_entry, self.reconcile)
-            self._scope = self._log.scope_name
+            self._scope = self._retry.scope = self._dead_letters.scope = self._log.scope_name
             self._skip_all = self._log.completed
             self._metrics = writer_metrics(self.metric_attributes(), self._metric_reading)
             self._take_from_log()
-            tg.start_soon(self._timer_loop)
-        except BaseException as exc:
-            await self._shutdown(exc)
+            self._tasks.spawn(self._timer.run)
+        except BaseException:
+            await self._shutdown(save=False)
             raise
         return self
 
@@ -366,66 +184,27 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         if exc is None:
             try:
                 await self._flush(final=True)
-            except BaseException as error:
-                await self._save_what_is_known()
-                await self._shutdown(error)
+            except BaseException:
+                await self._shutdown(save=True)
                 raise
-        else:
-            await self._save_what_is_known()
-        await self._shutdown(exc)
+        await self._shutdown(save=exc is not None)
 
-    async def _save_what_is_known(self) -> None:
-        """On the way out after an error, persist the terminal records already known, so
-        the retry skips those entries (best effort, bounded in time)."""
-        with anyio.move_on_after(5, shield=True):
-            try:
-                await self._log.sync()
-            except Exception as error:
-                log.warning("%s: could not save call records on abort: %s", self._scope, error)
-
-    async def _shutdown(self, exc: BaseException | None) -> None:
+    async def _shutdown(self, *, save: bool) -> None:
+        """Close: with ``save`` (leaving after an error), first persist the terminal
+        records already known, so the retry skips those entries (best effort, bounded in
+        time); then cancel and await every task."""
+        cancelled = None
+        if save:
+            cancelled = await finish(self._save_outcomes(on_abort=True), seconds=5)
         self._state = _State.CLOSED
-        tg, self._tg = self._tg, None
-        if tg is None:
-            return
-        tg.cancel_scope.cancel()
-        for task in self._tasks:
-            task.cancel()
-        self._signal()
-        await tg.__aexit__(None, None, None)  # children never raise; ``exc`` propagates
-        if self._tasks:
-            with anyio.CancelScope(shield=True):
-                await asyncio.wait(self._tasks)
+        self._progress.signal()
+        cancelled = await self._tasks.close() or cancelled
         self._metrics.close()
-        if self._counts["delivered"]:
+        if self._tally.counts["delivered"]:
             mark_reached(self.describe_destination())
-        if self._learning_key is not None:
-            remember(self._learning_key, self._limiter.learned())
-
-    def _resume_learning(self) -> None:
-        """Start the concurrency limit from what the last writer of this destination (the
-        same sink class, ``describe_destination`` and maximum) learned in this process."""
-        options = self.options
-        if not options.adaptive_concurrency:
-            return
-        key = (
-            type(self).__module__,
-            type(self).__qualname__,
-            self.describe_destination(),
-            options.max_in_flight_requests,
-        )
-        self._learning_key = key
-        learned = recall(key)
-        if learned is not None:
-            self._limiter = self._new_limiter(learned)
-
-    def _new_limiter(self, start: Learned | None = None) -> ConcurrencyLimiter:
-        options = self.options
-        return ConcurrencyLimiter(
-            maximum=options.max_in_flight_requests,
-            adaptive=options.adaptive_concurrency,
-            start=start,
-        )
+        self._congestion.close()
+        if cancelled is not None:
+            raise cancelled  # once the writer is closed
 
     # ------------------------------------------------------------------ writing
 
@@ -443,7 +222,9 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         if self._buffer.count >= self._max_buffered:
             await self._make_room()
         if self._accept(element):
-            await self._after_accept()
+            if self._log.needs_sync:
+                await self._log.sync()  # a trimmed log is persisted at once
+            await asyncio.sleep(0)  # let the requests just started go out
 
     async def write_all(self, elements: Iterable[InputT] | AsyncIterable[InputT]) -> None:
         """``write`` each element in turn, the same as a loop of ``write`` calls but
@@ -471,8 +252,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         while True:
             if self._state is not _State.OPEN or self._fatal is not None:
                 self._check_usable()
-            if self._needs_room(batch):
-                await self._make_room(batch)
+            if await self._make_room(batch):
                 continue
             # Runs of whole batches where there is room for them: a batch cut across two
             # runs would be two pieces joined, entry by entry.
@@ -494,57 +274,36 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
                     exc.unwritten = tuple(chunk[exc.position - first + 1 :])
                 raise
             if started:
-                await self._after_accept()
+                if self._log.needs_sync:
+                    await self._log.sync()  # a trimmed log is persisted at once
+                await asyncio.sleep(0)  # let the requests just started go out
 
-    def _needs_room(self, batch: int) -> bool:
-        """Whether to wait before buffering more: the buffer is full, or has room for
-        fewer than ``batch`` entries while a whole batch of fresh ones waits in it (a
-        request is about to take them; entries backing off for a retry do not count)."""
-        room = self._max_buffered - self._buffer.count
-        return room <= 0 or room < batch <= self._buffer.fresh_count
-
-    async def _make_room(self, batch: int = 1) -> None:
-        while self._needs_room(batch):
+    async def _make_room(self, batch: int = 1) -> bool:
+        """Wait while the buffer is full, or has room for fewer than ``batch`` entries
+        while a whole batch of fresh ones waits in it (a request is about to take them;
+        entries backing off for a retry do not count). Returns whether it waited."""
+        waited = False
+        while True:
+            room = self._max_buffered - self._buffer.count
+            if room > 0 and not room < batch <= self._buffer.fresh_count:
+                return waited
+            waited = True
             self._pump()
             await self._wait_for_progress()
-
-    async def _after_accept(self) -> None:
-        if self._log.needs_sync:
-            await self._log.sync()  # a trimmed log is persisted at once
-        await anyio.lowlevel.checkpoint()  # let the requests just started go out
 
     def _accept(self, element: InputT) -> bool:
         """Take one element in; ``True`` when the caller should yield to the event loop."""
         seq = self._next_seq
         self._next_seq = seq + 1
         if self._skip_all:
-            self._skip_completed(seq, element)
+            self._written += 1
+            self._intake.skip(seq, element)
             return False
-        self._entry_position = seq
-        try:
-            entry = self.convert(element)
-        except Exception as exc:
-            reason = f"conversion failed: {type(exc).__name__}: {exc}"
-            self._bad_record(seq, reason, element=element)
-            self._written += 1  # accepted into the dead-letter target
+        taken = self._intake.one(seq, element)
+        self._written += 1  # a bad record is accepted into the dead-letter target
+        if taken is None:
             return False
-        try:
-            size = self.entry_size(entry)
-        except Exception as exc:
-            self._bad_record(seq, f"entry_size failed: {describe(exc)}", entry=entry)
-            self._written += 1  # accepted into the dead-letter target
-            return False
-        if type(size) is not int or size < 0:
-            size = self._checked_size(size, seq)
-        if size > self._max_record:
-            self._bad_record(
-                seq,
-                f"entry of {size} bytes exceeds maxRecordSizeInBytes ({self._max_record})",
-                entry=entry,
-            )
-            self._written += 1  # accepted into the dead-letter target
-            return False
-        self._written += 1
+        entry, size = taken
         buffer = self._buffer
         if buffer.fresh_count:
             # Only the oldest entry's time sets a deadline; a later entry may carry an
@@ -552,18 +311,20 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             now = self._clock
         else:
             now = self._clock = time.monotonic()
-            self._wake.set()
-        if self._log.recovering:
-            if self._log.admit(seq, entry, size, now):
-                self._take_from_log()
-                return self._log.needs_sync
+            self._timer.wake()
+        if self._log.recovering and self._log.admit(seq, entry, size, now):
+            self._take_from_log()
+            return self._log.needs_sync
         buffer.append(seq, entry, size, now)
-        return self._pump_if_batch_ready()
+        limit = self._congestion.batch_limit()
+        if buffer.fresh_count >= limit or buffer.fresh_bytes >= self._max_bytes:
+            return self._pump()
+        return False
 
     def _accept_many(self, elements: Sequence[InputT]) -> bool:
         """``_accept`` each of ``elements``, converting and buffering them together when
         none of them needs a closer look; ``True`` when the caller should yield."""
-        run = self._convert_run(elements)
+        run = self._intake.run(elements, self._next_seq)
         if run is None:
             started = False
             for element in elements:
@@ -577,80 +338,11 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             return False
         buffer = self._buffer
         if not buffer.fresh_count:
-            self._wake.set()
+            self._timer.wake()
         self._clock = now = time.monotonic()
         buffer.extend(run, now)
-        return self._pump_if_batch_ready()
-
-    def _checked_size(self, size: object, seq: int) -> int:
-        """An ``entry_size`` result as an ``int`` (from a numpy integer...).
-
-        Raises:
-            FatalError: it is no size in bytes (an ``int`` >= 0): the sink is wrong, so
-                the writer fails.
-        """
-        value = integer(size)
-        if value is not None and value >= 0:
-            return value
-        fatal = FatalError(
-            f"entry_size returned {size!r:.50} ({type(size).__name__}) for entry {seq}: "
-            "an entry's size in bytes is an int >= 0"
-        )
-        self._fail(fatal)
-        raise fatal
-
-    def _skip_completed(self, seq: int, element: InputT) -> None:
-        """An element of a scope completed by an earlier run: not sent, only digested (a
-        bad record was dealt with by that run, and is not digested)."""
-        self._written += 1
-        self._entry_position = seq
-        try:
-            entry = self.convert(element)
-            fits = 0 <= self.entry_size(entry) <= self._max_record
-        except Exception:
-            self._log.skip_completed((), 1)
-            return
-        self._log.skip_completed((entry,) if fits else (), 1)
-
-    def _convert_run(self, elements: Sequence[InputT]) -> Run[EntryT] | None:
-        """The run of ``elements`` converted at once, numbered from ``_next_seq``; or
-        ``None`` when they must be taken one at a time (the call log replays them, or one
-        is a bad record)."""
-        if self._log.recovering:
-            return None
-        self._entry_position = self._next_seq
-        try:
-            entries = self.convert_all(elements)
-        except Exception:
-            return None
-        if len(entries) != len(elements):
-            raise TypeError(
-                f"convert_all returned {len(entries)} entries for {len(elements)} "
-                "elements (it must return one entry per element, in order)"
-            )
-        if type(entries) is not list and type(entries) is not PackedEntries:
-            entries = list(entries)
-        try:
-            sizes = self.entry_sizes(entries)
-            size = sum(sizes)
-        except Exception:
-            return None  # one at a time: the entry whose size fails is a bad record
-        if type(size) is not int:  # numpy integers, or no sizes at all
-            ints = _as_ints(sizes)
-            if ints is None:
-                return None  # one at a time: the entry whose size is none says so
-            sizes, size = ints, sum(ints)
-        if len(sizes) != len(entries) or (sizes and min(sizes) < 0):
-            return None
-        if size > self._max_record and max(sizes) > self._max_record:
-            return None
-        seq = self._next_seq
-        return Run(range(seq, seq + len(entries)), entries, sizes, size)
-
-    def _pump_if_batch_ready(self) -> bool:
-        """Start requests when the fresh entries fill a batch; ``True`` if any started."""
-        buffer = self._buffer
-        if buffer.fresh_count >= self._max_batch or buffer.fresh_bytes >= self._max_bytes:
+        limit = self._congestion.batch_limit()
+        if buffer.fresh_count >= limit or buffer.fresh_bytes >= self._max_bytes:
             return self._pump()
         return False
 
@@ -672,14 +364,13 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         self._flushing += 1
         try:
             self._pump()
-            while self._buffer or self._calls or self._looking_up:
+            while self._buffer or self._calls or self._recovery.looking_up:
                 await self._wait_for_progress()
         finally:
             self._flushing -= 1
-        if self._exhausted:
-            raise DeliveryError(
-                self._exhausted, self._counts["delivered"], self._last_error, self._exhausted_at
-            ) from self._last_error
+        failed = self._retry.delivery_error(self._tally.counts["delivered"])
+        if failed is not None:
+            raise failed from self._retry.last_error
         await self._log.sync()
 
     def _check_usable(self) -> None:
@@ -691,65 +382,20 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             )
 
     async def _wait_for_progress(self) -> None:
-        self._waiting += 1
-        try:
-            await self._progress.wait()
-        finally:
-            self._waiting -= 1
+        await self._progress.wait()
         if self._fatal is not None:
             raise self._fatal
 
-    def _signal(self) -> None:
-        if self._waiting:
-            self._progress.set()
-            self._progress = asyncio.Event()
-
-    def _wake_timer(self) -> None:
-        self._wake.set()
-
-    # ------------------------------------------------------------------ bad records
-
-    def _bad_record(self, seq: int, reason: str, *, entry: Any = None, element: Any = None) -> None:
-        """Fail with the record's position, or hand it to the dead-letter target.
-
-        ``entry`` is a converted entry; ``element`` an input the converter refused.
-        """
-        if self._dead_letter is None:
-            raise BadRecordError(seq, reason, self._scope if self._log.persistent else None)
-        if element is not None:
-            record = element_bytes(element)
-        else:
-            try:
-                record = self.serialize_entry(entry)
-            except Exception:
-                record = repr(entry).encode()
-        try:
-            self._dead_letter(DeadLetter(seq, reason, record, self._scope))
-        except Exception as exc:
-            raise DeadLetterError(
-                f"{self._scope}: writing bad record {seq} to the dead-letter target "
-                f"{self._dead_letter!r} failed: {type(exc).__name__}: {exc}; the record "
-                "is not settled, so the task fails and its retry handles it again"
-            ) from exc
-        self._counts["dead_lettered"] += 1
-
     # ------------------------------------------------------------------ dispatching
-
-    def _capacity(self) -> int:
-        """How many entries the next request may carry now (0: no request may start)."""
-        if len(self._calls) >= self._limiter.limit:
-            return 0
-        room = self._window.size - self._in_flight_entries
-        return min(self.options.max_batch_size, room) if room > 0 else 0
 
     def _pump(self) -> bool:
         """Start as many requests as the limits allow and the buffer warrants."""
-        if self._state is not _State.OPEN or self._fatal is not None or self._tg is None:
+        if self._state is not _State.OPEN or self._fatal is not None:
             return False
         started = False
-        buffer = self._buffer
+        buffer, calls, congestion = self._buffer, self._calls, self._congestion
         while buffer:
-            limit = self._capacity()
+            limit = congestion.capacity(len(calls), self._in_flight_entries)
             if limit == 0:
                 break
             now = self._clock = time.monotonic()
@@ -757,15 +403,13 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             send_fresh = oldest is not None and (
                 self._flushing > 0
                 or buffer.fresh_count >= limit
-                or buffer.fresh_bytes >= self.options.max_batch_size_in_bytes
-                or buffer.count >= self.options.max_buffered_requests
+                or buffer.fresh_bytes >= self._max_bytes
+                or buffer.count >= self._max_buffered
                 or oldest + self._max_time_in_buffer <= now
             )
             if not send_fresh and not buffer.has_ready_retry(now):
                 break
-            run, pinned = buffer.take(
-                limit, self.options.max_batch_size_in_bytes, now, include_fresh=send_fresh
-            )
+            run, pinned = buffer.take(limit, self._max_bytes, now, include_fresh=send_fresh)
             if run is None:
                 break
             if pinned is not None:
@@ -781,72 +425,26 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
                     self._fail(fatal)
                     return started
             call = _Call(info, run, now)
-            self._calls[info.call_id] = call
+            calls[info.call_id] = call
             self._in_flight_entries += len(run.entries)
-            self._spawn(self._send(call))
+            self._tasks.spawn(self._send, call)
             started = True
         if started:
-            self._signal()
+            self._progress.signal()
         return started
 
-    async def _timer_loop(self) -> None:
-        """Start requests when the oldest fresh entry's time in the buffer is up, or a
-        retry's backoff: woken when entries arrive in an empty buffer, a retry is queued,
-        or a request ends while no request could start."""
-        while True:
-            self._wake = asyncio.Event()
-            self._timer_blocked = self._capacity() == 0
-            deadline = self._next_deadline()
-            if deadline is None:
-                await self._wake.wait()
-            else:
-                with anyio.move_on_after(max(0.0, deadline - time.monotonic())):
-                    await self._wake.wait()
-            self._pump()
-
-    def _next_deadline(self) -> float | None:
-        if self._capacity() == 0:
-            return None  # a completing request pumps and wakes us
+    def _next_deadline(self) -> tuple[float | None, bool]:
+        """When the timer should start requests (the oldest fresh entry's time in the
+        buffer is up, or a retry's backoff), and whether it waits for a request to end."""
+        if self._congestion.capacity(len(self._calls), self._in_flight_entries) == 0:
+            return None, True  # a completing request pumps and wakes the timer
         oldest = self._buffer.oldest_fresh()
         due = oldest + self._max_time_in_buffer if oldest is not None else None
         retry = self._buffer.next_retry()
         candidates = [t for t in (due, retry) if t is not None]
-        return min(candidates) if candidates else None
+        return (min(candidates) if candidates else None), False
 
     # ------------------------------------------------------------------ requests
-
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        """Run ``work`` (a request, or saving outcomes) in a plain asyncio task: a third of
-        the cost of a task group's, which every request would pay. The writer cancels and
-        awaits these tasks when it closes."""
-        assert self._loop is not None
-        task = self._loop.create_task(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_ended)
-
-    def _task_ended(self, task: asyncio.Task[None]) -> None:
-        """A task of ``_spawn`` ended. Its work handles what a request can raise; what
-        escapes it anyway (``KeyboardInterrupt`` and ``SystemExit``, which asyncio also
-        raises from the event loop) fails the writer, so that nothing waits on it. Only
-        the writer's close cancels these tasks: one cancelled while the writer is open was
-        cancelled by the sink or a library it uses, and its request will never settle."""
-        self._tasks.discard(task)
-        if task.cancelled():
-            if self._state is _State.OPEN:
-                self._fail(
-                    FatalError(
-                        "a request's task was cancelled, not by the writer (by the sink, "
-                        "or a library it uses): its request cannot settle"
-                    )
-                )
-            return
-        error = task.exception()
-        if error is None:
-            return
-        if self._state is _State.OPEN:
-            self._fail(error)
-        else:
-            log.error("%s: a request ended the closed writer with %r", self._scope, error)
 
     async def _send(self, call: _Call[EntryT]) -> None:
         token = _current.set(call.info)
@@ -858,9 +456,14 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         try:
             await self._log.sync()  # PENDING is durable before the request leaves
             call.sent = time.monotonic()
-            with anyio.move_on_after(self._timeout) as scope:
-                answer = await self.submit_request_entries(entries)
-            timed_out = scope.cancelled_caught
+            deadline = asyncio.timeout(self._timeout)
+            try:
+                async with deadline:
+                    answer = await self.submit_request_entries(entries)
+            except TimeoutError:
+                if not deadline.expired():
+                    raise  # the sink's own timeout: a failure of the request
+                timed_out = True
         except FencedError as exc:
             self._fail(exc)
             return
@@ -880,7 +483,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
                 if time.monotonic() > call.sent + self._timeout:
                     # The sink ignored the cancellation and answered late: the answer is
                     # still the truth about this call, which nothing else has settled.
-                    self._counts["late_responses"] += 1
+                    self._tally.counts["late_responses"] += 1
             self._settle(call, result, error, timed_out)
         except Exception as exc:  # an answer that is not one, a classify_error that fails
             self._fail(exc, call)
@@ -893,24 +496,22 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         timed_out: bool,
     ) -> None:
         if call.settled:
-            self._counts["late_responses"] += 1
+            self._tally.counts["late_responses"] += 1
             return
         call.settled = True
         del self._calls[call.info.call_id]
-        self._in_flight_entries -= len(call.run.entries)
+        run = call.run
+        self._in_flight_entries -= len(run.entries)
         now = time.monotonic()
-        self._counts["requests"] += 1
-        self._latency[LatencyHistogram.bucket((now - call.started) * 1000)] += 1
-        sizes, size = self._request_entries, len(call.run.entries)
-        sizes[size] = sizes.get(size, 0) + 1
+        self._tally.request_ended(len(run.entries), now - call.started)
         self._metrics.request_ended(now - call.started, _error_type(error, timed_out))
         if timed_out or error is not None:
-            self._on_request_failed(call, error, timed_out, now)
+            self._on_request_failed(call, error, now)
         else:
             assert result is not None
-            run = call.run
-            full = 2 * len(run.entries) >= self._max_batch or 2 * run.size >= self._max_bytes
-            self._limiter.on_response(call.sent, now, len(self._calls) + 1, full=full)
+            batch = self._congestion.batch_limit()
+            full = 2 * len(run.entries) >= batch or 2 * run.size >= self._max_bytes
+            self._congestion.on_answer(call.sent, now, len(self._calls) + 1, full=full)
             self._on_response(call, result, now)
         # A request started now writes the outcome with its own record, before it leaves;
         # without one, a task of its own writes it.
@@ -919,94 +520,53 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             self._log.persistent
             and not started
             and not self._log_sync_scheduled
-            and self._tg is not None
+            and self._state is _State.OPEN
         ):
             self._log_sync_scheduled = True
-            self._spawn(self._save_outcomes())
-        if self._timer_blocked:
-            self._wake_timer()
+            self._tasks.spawn(self._save_outcomes)
+        self._timer.wake_if_blocked()
         self._metrics.update()
-        self._signal()
+        self._progress.signal()
 
-    async def _save_outcomes(self) -> None:
+    async def _save_outcomes(self, *, on_abort: bool = False) -> None:
         """Persist the terminal records of calls that just settled, together (one store
-        write for all that settle meanwhile), so a retried task skips their entries."""
-        await anyio.lowlevel.checkpoint()
-        self._log_sync_scheduled = False
+        write for all that settle meanwhile), so a retried task skips their entries; on
+        the way out after an error, those already known."""
+        if not on_abort:
+            await asyncio.sleep(0)
+            self._log_sync_scheduled = False
         try:
             await self._log.sync()
         except Exception as exc:
-            self._fail(exc)
+            if not on_abort:
+                self._fail(exc)
+                return
+            log.warning("%s: could not save call records on abort: %s", self._scope, exc)
 
     def _on_request_failed(
-        self, call: _Call[EntryT], error: BaseException | None, timed_out: bool, now: float
+        self, call: _Call[EntryT], error: BaseException | None, now: float
     ) -> None:
-        self._counts["requests_failed"] += 1
-        if timed_out:
-            self._counts["timeouts"] += 1
-            error = TimeoutError(
-                f"request {call.info.call_id} got no response within "
-                f"requestTimeoutMs ({self.options.request_timeout_ms})"
-            )
-            kind = ErrorKind.FATAL if self.options.fail_on_timeout else ErrorKind.RETRYABLE
-            self._limiter.on_congestion(call.sent, now)
-        else:
-            assert error is not None
-            kind = self.classify_error(error)
-            if kind is not ErrorKind.FATAL and self._refused_at_once(error):
-                error, kind = self._refused_error(error), ErrorKind.FATAL
+        """``error`` ``None``: the request timed out."""
+        counts = self._tally.counts
+        counts["requests_failed"] += 1
+        if error is None:
+            counts["timeouts"] += 1
+            self._congestion.on_congestion(call.sent, now, throttled=False)
+        delivered = counts["delivered"] > 0
+        reported, kind = self._retry.judge(error, call.info.call_id, delivered=delivered)
         if kind is ErrorKind.FATAL:
-            self._exhausted += len(call.run)  # never to be sent again: failed
-            self._fail(error, call)
+            self._retry.give_up(len(call.run))  # never to be sent again: failed
+            self._fail(reported, call)
             return
         if kind is ErrorKind.THROTTLED:
-            self._throttled(call, now)
-        retry_after = getattr(error, "retry_after", None)
-        if (
-            self._reads_entries
-            and self._log.persistent
-            and self._tg is not None
-            and self.may_have_landed(None if timed_out else error)
-        ):
-            self._looking_up[call.info.call_id] = call.run
-            self._tg.start_soon(self._look_up_then_send, call, error, retry_after)
-            return
-        kept = self._requeue(call.run, error, retry_after, now, pinned=call.info)
-        if not kept:
-            self._log.record_failure(call.info, error)
-
-    def _refused_at_once(self, error: BaseException) -> bool:
-        """Log the writer's first failed connection; whether ``error`` is a refused
-        connection to fail on at once (``failFastOnConnectionRefused``: nothing was ever
-        delivered there from this process)."""
-        failure = connection_failure(error)
-        if failure is None:
-            return False
-        if not self._connection_failed_once:
-            self._connection_failed_once = True
-            log.warning(
-                "%s: cannot connect to %s (%s): %s",
-                self._scope,
-                self.describe_destination(),
-                failure.value,
-                error,
-            )
-        return (
-            failure is ConnectionFailure.REFUSED
-            and self.options.fail_fast_on_connection_refused
-            and not self._counts["delivered"]
-            and not ever_reached(self.describe_destination())
-        )
-
-    def _refused_error(self, error: BaseException) -> FatalError:
-        fatal = FatalError(
-            f"{self.describe_destination()} refused the connection and nothing was ever "
-            "delivered there from this process: is the destination running, and are its "
-            "host and port right? (failFastOnConnectionRefused=false retries instead): "
-            f"{error}"
-        )
-        fatal.__cause__ = error
-        return fatal
+            counts["throttled"] += 1
+            self._congestion.on_congestion(call.sent, now, throttled=True)
+        retry_after = getattr(reported, "retry_after", None)
+        if self._recovery.looks_up and self._state is _State.OPEN and self.may_have_landed(error):
+            lookup = self._recovery.settle_own(call.info, call.run)
+            self._tasks.spawn(self._settle_own, call, lookup, reported, retry_after)
+        elif not self._requeue(call.run, reported, retry_after, now, pinned=call.info):
+            self._log.record_failure(call.info, reported)
 
     def _on_response(self, call: _Call[EntryT], result: SubmitResult, now: float) -> None:
         run = call.run
@@ -1020,14 +580,12 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
                 for index, seq in enumerate(seqs)
                 if index not in retry and index not in rejected
             ]
-        self._counts["delivered"] += len(acked)
-        self._counts["bytes_sent"] += run.size
-        rejected_seqs = {seqs[index]: reason for index, reason in rejected.items()}
-        if self._attempts:
-            for seq in acked:
-                self._attempts.pop(seq, None)
-            for seq in rejected_seqs:
-                self._attempts.pop(seq, None)
+        counts = self._tally.counts
+        counts["delivered"] += len(acked)
+        counts["bytes_sent"] += run.size
+        rejected_seqs = [seqs[index] for index in rejected]
+        self._retry.forget(acked)
+        self._retry.forget(rejected_seqs)
         # Rejected entries count as settled only once their dead letter is written; without
         # a target, or when writing it fails, they fail the task and its retry meets them.
         settled: dict[int, str] = {}
@@ -1035,7 +593,9 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         for index, reason in rejected.items():
             seq, entry = seqs[index], run.entries[index]
             try:
-                self._bad_record(seq, f"rejected by the destination: {reason}", entry=entry)
+                self._dead_letters.bad_record(
+                    seq, f"rejected by the destination: {reason}", entry=entry
+                )
             except (BadRecordError, DeadLetterError) as exc:
                 failure = exc
                 break
@@ -1046,7 +606,8 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             return
         if retry:
             if result.throttled:
-                self._throttled(call, now)
+                counts["throttled"] += 1
+                self._congestion.on_congestion(call.sent, now, throttled=True)
             failed = run.pick(sorted(retry))
             why = f": {result.reason}" if result.reason else ""
             cause = AsyncSinkError(
@@ -1054,62 +615,27 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             )
             self._requeue(failed, cause, result.retry_after, now, pinned=None)
         else:
-            self._window.on_success()
-            self._max_batch = min(self.options.max_batch_size, self._window.size)
-
-    def _throttled(self, call: _Call[EntryT], now: float) -> None:
-        """The destination pushed back on ``call``: shrink the AIMD window of entries (and
-        the batch size with it) and the limit of requests in flight."""
-        self._counts["throttled"] += 1
-        self._window.on_congestion(call.started, now)
-        self._limiter.on_congestion(call.sent, now)
-        self._max_batch = min(self.options.max_batch_size, self._window.size)
+            self._congestion.on_success()
 
     def _requeue(
         self,
         run: Run[EntryT],
         error: BaseException | None,
-        retry_after: float | None,
+        retry_after: object,
         now: float,
         *,
         pinned: CallInfo | None,
     ) -> bool:
         """Put the failed entries of ``run`` back at the front, or give up on those out
-        of retries.
-
-        Returns whether any entries were kept for another attempt.
-        """
-        self._last_error = error
-        attempts = 0
-        kept: list[int] = []  # indexes into ``run``
-        attempts_of, max_retries = self._attempts, self.options.max_retries
-        for index, seq in enumerate(run.seqs):
-            count = attempts_of.get(seq, 0) + 1
-            attempts = max(attempts, count)
-            if count > max_retries:
-                attempts_of.pop(seq, None)
-                if len(self._exhausted_at) < _POSITIONS_SHOWN:
-                    self._exhausted_at.append(seq)
-            else:
-                attempts_of[seq] = count
-                kept.append(index)
-        if len(kept) < len(run):
-            self._exhausted += len(run) - len(kept)
-            log.warning(
-                "%s: %d entries out of retries (maxRetries=%d): %s",
-                self._scope,
-                len(run) - len(kept),
-                self.options.max_retries,
-                error,
-            )
+        of retries. Returns whether any entries were kept for another attempt."""
+        kept, delay = self._retry.attempt(run.seqs, error, retry_after)
         if kept:
-            self._counts["retried"] += len(kept)
-            delay = self._retry.delay(attempts, retry_after)
+            self._tally.counts["retried"] += len(kept)
             whole = len(kept) == len(run)
             self._buffer.requeue(
                 run if whole else run.pick(kept), now + delay, pinned if whole else None
             )
-            self._wake_timer()  # the retry may be due before the timer's deadline
+            self._timer.wake()  # the retry may be due before the timer's deadline
         return bool(kept)
 
     def _fail(self, error: BaseException, call: _Call[EntryT] | None = None) -> None:
@@ -1126,61 +652,60 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
                 fatal.__cause__ = error
                 self._fatal = fatal
             log.error("%s: writer failed: %s", self._scope, self._fatal)
-        self._signal()
+        self._progress.signal()
 
-    # ------------------------------------------------------------------ durable log
+    # ------------------------------------------------------------------ recovery
 
     def _take_from_log(self) -> None:
+        """Buffer what the recovery source released, and look up what it asks to."""
+        fresh, again, look_up = self._recovery.take()
         now = time.monotonic()
-        released, resends = self._log.take_released()
-        for seq, entry, size in released:
-            if not self._buffer.fresh_count:
-                self._wake_timer()
-            self._buffer.append(seq, entry, size, now)
-        for info, parts in resends:
-            if self._reads_entries and self._tg is not None:
-                run = Run.of(parts)
-                self._looking_up[info.call_id] = run
-                self._tg.start_soon(self._reconcile_then_send, info, run)
-            else:
-                self._log.settle_reconciled(info, None)  # not looked up: re-sent as it was
-                self._buffer.requeue(Run.of(parts), now, info)
-            self._wake_timer()
+        if fresh.entries or again or look_up:
+            self._timer.wake()
+        self._buffer.extend(fresh, now)
+        for info, run in again:
+            self._buffer.requeue(run, now, info)
+        for info, run in look_up:
+            self._tasks.spawn(self._settle_earlier, info, run)
 
-    async def _look_up(self, info: CallInfo, run: Run[EntryT]) -> Collection[int] | None:
-        """What the destination holds of a call, by its entries; ``None``: cannot tell."""
+    async def _settle_earlier(self, info: CallInfo, run: Run[EntryT]) -> None:
+        """Look an earlier attempt's call up by its entries; send only what is missing."""
         try:
-            return await self.reconcile_entries(info, list(run.entries))
+            missing = await self._recovery.settle_earlier(info, run)
+            if missing is None:
+                self._buffer.requeue(run, time.monotonic(), info)
+            else:
+                self._buffer.extend(missing, time.monotonic())
+            await self._log.sync()
         except Exception as exc:
-            log.warning(
-                "%s: looking up call %d failed (%s: %s); re-sending it as it was",
-                self._scope,
-                info.call_id,
-                type(exc).__name__,
-                exc,
-            )
-            return None
+            self._fail(exc)
+        finally:  # a lookup cancelled with the writer leaves its call in flight, unsettled
+            self._pump()
+            self._timer.wake()
+            self._progress.signal()
 
-    async def _look_up_then_send(
-        self, call: _Call[EntryT], error: BaseException | None, retry_after: float | None
+    async def _settle_own(
+        self,
+        call: _Call[EntryT],
+        lookup: Awaitable[tuple[int, list[int]] | None],
+        error: BaseException | None,
+        retry_after: object,
     ) -> None:
-        """A request of this attempt that got no answer may have landed: look it up by
-        its entries, count what the destination holds as delivered, and send the rest
-        again (the whole call as it was, when the lookup cannot tell)."""
+        """A request of this attempt that got no answer may have landed: ``lookup``
+        looks it up by its entries; count what the destination holds as delivered, and
+        send the rest again (the whole call as it was, when the lookup cannot tell)."""
         info, run = call.info, call.run
         try:
-            held = await self._look_up(info, run)
-            del self._looking_up[info.call_id]  # back in the buffer or settled from here on
+            found = await lookup
             now = time.monotonic()
-            if held is None:
+            if found is None:
                 if self._requeue(run, error, retry_after, now, pinned=info):
                     self._log.settle_reconciled(info, None, earlier=False)  # re-sent as it was
                 else:
                     self._log.record_failure(info, error)
             else:
-                found = self._log.settle_reconciled(info, held, earlier=False)
-                self._counts["delivered"] += len(found)
-                missing = [i for i, seq in enumerate(run.seqs) if seq not in found]
+                held, missing = found
+                self._tally.counts["delivered"] += held
                 if missing:
                     self._requeue(run.pick(missing), error, retry_after, now, pinned=None)
             await self._log.sync()
@@ -1188,29 +713,8 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             self._fail(exc, call)
         finally:  # a lookup cancelled with the writer leaves its call in flight, unsettled
             self._pump()
-            self._wake_timer()
-            self._signal()
-
-    async def _reconcile_then_send(self, info: CallInfo, run: Run[EntryT]) -> None:
-        """Look an earlier attempt's call up by its entries; send only what is missing."""
-        try:
-            held = await self._look_up(info, run)
-            del self._looking_up[info.call_id]  # back in the buffer or settled from here on
-            settled = self._log.settle_reconciled(info, held)
-            now = time.monotonic()
-            if held is None:
-                self._buffer.requeue(run, now, info)
-            else:
-                for seq, entry, size in zip(run.seqs, run.entries, run.sizes, strict=True):
-                    if seq not in settled:
-                        self._buffer.append(seq, entry, size, now)
-            await self._log.sync()
-        except Exception as exc:
-            self._fail(exc)
-        finally:  # a lookup cancelled with the writer leaves its call in flight, unsettled
-            self._pump()
-            self._wake_timer()
-            self._signal()
+            self._timer.wake()
+            self._progress.signal()
 
     # ------------------------------------------------------------------ state
 
@@ -1218,7 +722,8 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
         """The live state: every accepted, unacknowledged entry, read from the writer
         itself at this moment (in-flight requests count as unsent)."""
         entries: list[tuple[int, EntryT]] = []
-        for run in (*(call.run for call in self._calls.values()), *self._looking_up.values()):
+        looking_up = self._recovery.looking_up.values()
+        for run in (*(call.run for call in self._calls.values()), *looking_up):
             entries.extend(zip(run.seqs, run.entries, strict=True))
         entries.extend(self._buffer)
         return WriterSnapshot(tuple(entries), self._next_seq)
@@ -1237,23 +742,21 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
             self._buffer.append(seq, entry, self.entry_size(entry), now)
         self._written += len(snapshot.entries)
         self._next_seq = snapshot.next_seq
-        self._wake_timer()
+        self._timer.wake()
         self._pump()
 
     def statistics(self) -> WriterStatistics:
         """A frozen snapshot of what this writer did so far."""
-        log_stats = self._log.statistics()
-        return WriterStatistics(
-            **self._counts,
+        looking_up = self._recovery.looking_up.values()
+        return self._tally.snapshot(
             written=self._written,
-            **log_stats,
-            failed=self._exhausted,
+            dead_lettered=self._dead_letters.count,
+            **self._log.statistics(),
+            failed=self._retry.exhausted,
             buffered=len(self._buffer),
-            in_flight=self._in_flight_entries + sum(map(len, self._looking_up.values())),
-            window=self._window.size,
-            in_flight_limit=self._limiter.limit,
-            latency=LatencyHistogram.of(list(self._latency)),
-            request_entries=RequestSizes.of(self._request_entries),
+            in_flight=self._in_flight_entries + sum(map(len, looking_up)),
+            window=self._congestion.window,
+            in_flight_limit=self._congestion.limit,
         )
 
     def metric_attributes(self) -> dict[str, str]:
@@ -1266,12 +769,13 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
 
     def _metric_reading(self) -> Reading:
         counts = {
-            **self._counts,
+            **self._tally.counts,
             **self._log.statistics(),
+            "dead_lettered": self._dead_letters.count,
             "written": self._written,
-            "failed": self._exhausted,
+            "failed": self._retry.exhausted,
         }
-        return counts, self._limiter.limit, len(self._calls), len(self._buffer)
+        return counts, self._congestion.limit, len(self._calls), len(self._buffer)
 
     def __repr__(self) -> str:
         return (
@@ -1281,14 +785,6 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, EntryT]):
 
 
 _NO_ANSWER = object()  # a request that did not answer (it raised, or timed out)
-
-
-def _as_ints(sizes: Sequence[object]) -> list[int] | None:
-    """``entry_sizes`` results as ``int`` (numpy integers...), or ``None`` if one is not
-    an integer."""
-    tolist = getattr(sizes, "tolist", None)
-    ints = list(map(integer, tolist() if callable(tolist) else sizes))
-    return None if None in ints else ints  # type: ignore[return-value]
 
 
 def _error_type(error: BaseException | None, timed_out: bool) -> str | None:

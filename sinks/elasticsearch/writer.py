@@ -11,6 +11,7 @@ from urllib.parse import quote
 import httpx
 import orjson
 
+from asyncsink.contract import Reconcile
 from asyncsink.errors import FatalError, OptionError, RetryableError
 from asyncsink.options import SinkOptions, parse_options, raise_unknown
 from asyncsink.request import CallInfo, SubmitResult, current_call
@@ -69,6 +70,7 @@ class ElasticsearchWriter(HttpClientWriter[Any, BulkEntry]):
 
     takes_mappings = True  # a dict of a row's fields converts as the Row does
     sink_name = "elasticsearch"
+    reconciliation = Reconcile.BY_CALL  # _mget of the call's document ids
 
     logger_names: ClassVar[tuple[str, ...]] = (log.name,)
 

@@ -12,6 +12,7 @@ from urllib.parse import quote
 import httpx
 import orjson
 
+from asyncsink.contract import Reconcile
 from asyncsink.encoding import JsonEntryEncoder
 from asyncsink.errors import OptionError
 from asyncsink.options import SinkOptions, parse_options, raise_unknown
@@ -60,6 +61,7 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
     """
 
     sink_name = "http"
+    reconciliation = Reconcile.BY_CALL  # asks reconcileUrl, when set
 
     logger_names: ClassVar[tuple[str, ...]] = (log.name,)
 

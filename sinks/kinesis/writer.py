@@ -16,6 +16,7 @@ import logging
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Self
 
+from asyncsink.contract import Reconcile
 from asyncsink.durable.call_log import CallLog
 from asyncsink.errors import DestinationError
 from asyncsink.masking import mask_url
@@ -86,6 +87,7 @@ class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
 
     takes_mappings = True  # a dict of a row's fields converts as the Row does
     sink_name = "kinesis"
+    reconciliation = Reconcile.BY_ENTRIES  # reads the stream for lost calls' records
 
     def __init__(
         self,

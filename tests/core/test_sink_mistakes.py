@@ -29,7 +29,7 @@ from asyncsink import (
     ThrottledError,
 )
 from asyncsink.durable import CallLog
-from asyncsink.retry import RetryPolicy
+from asyncsink.retry import Backoff
 from asyncsink.stores.base import Scope
 from asyncsink.stores.memory import MemoryStore
 
@@ -98,7 +98,7 @@ async def test_a_retry_after_of_any_kind_is_a_hint_or_none(hint: object, how: st
 
 
 def test_a_retry_hint_is_read_as_seconds_and_capped_by_the_longest_backoff() -> None:
-    policy = RetryPolicy(initial_ms=1, max_ms=2000)
+    policy = Backoff(initial_ms=1, max_ms=2000)
     assert 0.5 <= policy.delay(1, "0.5") <= 2.0
     assert policy.delay(1, "7") == 2.0  # capped
     assert policy.delay(1, float("inf")) == 2.0

@@ -8,7 +8,15 @@ from typing import Any
 
 import anyio
 
-from asyncsink import AsyncSinkWriter, CallInfo, CallLog, Scope, SinkOptions, current_call
+from asyncsink import (
+    AsyncSinkWriter,
+    CallInfo,
+    CallLog,
+    Reconcile,
+    Scope,
+    SinkOptions,
+    current_call,
+)
 from asyncsink.stores.base import RecordStore, ScopeInfo, ScopeState
 
 SCOPE = Scope("sink", 0, 0)
@@ -56,6 +64,8 @@ class Destination:
 
 
 class EntryWriter(AsyncSinkWriter[Any, Any]):
+    reconciliation = Reconcile.BY_CALL
+
     def __init__(self, destination: Destination, *, reconciles: bool = False, **kw: Any) -> None:
         super().__init__(**kw)
         self.destination = destination

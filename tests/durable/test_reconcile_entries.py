@@ -18,6 +18,7 @@ from asyncsink import (
     DeliveryError,
     DestinationError,
     FatalError,
+    Reconcile,
     RetryableError,
     SubmitResult,
     ThrottledError,
@@ -34,6 +35,8 @@ ENTRIES = [f"e{i}" for i in range(100)]
 
 class ContentWriter(EntryWriter):
     """Looks a call up by content: which of its entries the destination applied."""
+
+    reconciliation = Reconcile.BY_CALL | Reconcile.BY_ENTRIES
 
     def __init__(self, destination: Destination, *, mode: str = "look", **kw: Any) -> None:
         super().__init__(destination, **kw)
