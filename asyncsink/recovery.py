@@ -10,8 +10,8 @@ belongs to a call left unanswered, released once that call's entries are all bac
   same idempotency key); and earlier calls to look up at the destination first, for a
   sink that looks calls up by their entries (``Reconcile.BY_ENTRIES``);
 - ``settle_earlier(call, run)``: look an earlier call up; what is missing goes out new;
-- ``settle_own(call, run)``: the same for a call of this attempt that got no answer and
-  ``may_have_landed``.
+- ``hold(call, run)``, then ``settle_own(call, run)``: the same for a call of this
+  attempt that got no answer and ``may_have_landed``.
 
 Calls being looked up are in ``looking_up``: their entries count as in flight.
 """
@@ -19,10 +19,12 @@ Calls being looked up are in ``looking_up``: their entries count as in flight.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Collection, Coroutine
+import time
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any, Generic, TypeVar
 
 from .buffer import Run
+from .outcomes import Outcome
 from .recording import CallRecorder
 from .request import CallInfo
 
@@ -65,25 +67,24 @@ class Recovery(Generic[E]):
                 again.append((info, run))
         return Run.of(released), again, look_up
 
-    async def settle_earlier(self, info: CallInfo, run: Run[E]) -> Run[E] | None:
-        """Look an earlier attempt's call up: the entries to send as new, or ``None``:
-        the whole call, as it was."""
+    async def settle_earlier(self, info: CallInfo, run: Run[E]) -> Outcome[E]:
+        """Look an earlier attempt's call up: send what the destination does not hold
+        as new entries, or the whole call as it was when the lookup cannot tell."""
         held = await self._held(info, run)
         settled = self.log.settle_reconciled(info, held)
+        now = time.monotonic()
         if held is None:
-            return None
-        return run.pick([i for i, seq in enumerate(run.seqs) if seq not in settled])
+            return Outcome(run, now, pinned=info)
+        missing = run.pick([i for i, seq in enumerate(run.seqs) if seq not in settled])
+        return Outcome(missing, now, fresh=True)
 
-    def settle_own(
-        self, info: CallInfo, run: Run[E]
-    ) -> Coroutine[Any, Any, tuple[int, list[int]] | None]:
-        """Look a call of this attempt up (it is in ``looking_up`` at once): how many of
-        its entries the destination holds, and the indexes of the others; ``None``: it
-        cannot tell."""
+    def hold(self, info: CallInfo, run: Run[E]) -> None:
+        """A call of this attempt is to be looked up: in ``looking_up`` from now on."""
         self.looking_up[info.call_id] = run
-        return self._settle_own(info, run)
 
-    async def _settle_own(self, info: CallInfo, run: Run[E]) -> tuple[int, list[int]] | None:
+    async def settle_own(self, info: CallInfo, run: Run[E]) -> tuple[int, list[int]] | None:
+        """Look a call of this attempt up (``hold`` first): how many of its entries the
+        destination holds, and the indexes of the others; ``None``: it cannot tell."""
         held = await self._held(info, run)
         if held is None:
             return None

@@ -27,13 +27,13 @@ import asyncio
 import enum
 import logging
 import time
-from collections.abc import AsyncIterable, Awaitable, Iterable, Sequence
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from types import TracebackType
-from typing import Any, Generic, Self, TypeVar, cast
+from typing import Any, Generic, Self, TypeVar
 
-from .buffer import RequestBuffer, Run
+from .buffer import RequestBuffer
 from .congestion import Congestion
 from .connections import mark_reached
 from .contract import Reconcile, SinkContract
@@ -41,7 +41,6 @@ from .dead_letter import DeadLetters
 from .errors import (
     AsyncSinkError,
     BadRecordError,
-    DeadLetterError,
     FatalError,
     FencedError,
     WriterStateError,
@@ -49,10 +48,12 @@ from .errors import (
 )
 from .intake import Intake
 from .options import SinkOptions
+from .outcomes import Outcome, Outcomes
 from .recording import CallRecorder, NoRecords
 from .recovery import Recovery
-from .request import CallInfo, SubmitResult, _current, as_result
-from .retry import ErrorKind, RetryPolicy
+from .request import SubmitResult, as_result
+from .retry import RetryPolicy
+from .sending import NO_ANSWER, Call, error_type, is_stray, send
 from .stats import Tally, WriterStatistics
 from .tasks import Progress, Tasks, Timer, finish
 from .telemetry import NoMetrics, WriterMetrics, sink_attributes, writer_metrics
@@ -83,17 +84,6 @@ class WriterSnapshot(Generic[EntryT]):
     next_seq: int
 
 
-class _Call(Generic[EntryT]):
-    __slots__ = ("info", "run", "sent", "settled", "started")
-
-    def __init__(self, info: CallInfo, run: Run[EntryT], started: float) -> None:
-        self.info = info
-        self.run = run
-        self.started = started
-        self.sent = started  # when the request left
-        self.settled = False
-
-
 class AsyncSinkWriter(SinkContract[InputT, EntryT]):
     """Buffers, batches and delivers entries to a destination; subclass it per destination.
 
@@ -118,7 +108,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         self._log: CallRecorder = call_log if call_log is not None else NoRecords()
         self._state = _State.NEW
         self._buffer: RequestBuffer[EntryT] = RequestBuffer()
-        self._calls: dict[int, _Call[EntryT]] = {}
+        self._calls: dict[int, Call[EntryT]] = {}
         self._in_flight_entries = 0
         self._congestion = Congestion(options)
         self._retry = RetryPolicy(options, self.classify_error, self.describe_destination)
@@ -134,6 +124,14 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         self._progress = Progress()
         self._timer = Timer(self._next_deadline, self._pump)
         self._tally = Tally()
+        self._outcomes: Outcomes[EntryT] = Outcomes(
+            self._log,
+            self._tally,
+            self._congestion,
+            self._retry,
+            self._dead_letters,
+            self.may_have_landed,
+        )
         self._timeout = options.request_timeout_ms / 1000
         self._max_time_in_buffer = options.max_time_in_buffer_ms / 1000
         self._max_buffered = options.max_buffered_requests
@@ -424,7 +422,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
                     fatal.__cause__ = exc
                     self._fail(fatal)
                     return started
-            call = _Call(info, run, now)
+            call = Call(info, run, now)
             calls[info.call_id] = call
             self._in_flight_entries += len(run.entries)
             self._tasks.spawn(self._send, call)
@@ -446,40 +444,23 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
 
     # ------------------------------------------------------------------ requests
 
-    async def _send(self, call: _Call[EntryT]) -> None:
-        token = _current.set(call.info)
-        answer: object = _NO_ANSWER
-        error: BaseException | None = None
-        timed_out = False
-        # A list, or a slice of the PackedEntries this writer's convert_all returned
-        entries = cast("list[EntryT]", call.run.entries)
+    async def _send(self, call: Call[EntryT]) -> None:
         try:
-            await self._log.sync()  # PENDING is durable before the request leaves
-            call.sent = time.monotonic()
-            deadline = asyncio.timeout(self._timeout)
-            try:
-                async with deadline:
-                    answer = await self.submit_request_entries(entries)
-            except TimeoutError:
-                if not deadline.expired():
-                    raise  # the sink's own timeout: a failure of the request
-                timed_out = True
+            answer, error, timed_out = await send(
+                call, self.submit_request_entries, self._log.sync, self._timeout
+            )
         except FencedError as exc:
             self._fail(exc)
             return
-        except Exception as exc:
-            error = exc  # the request failed: classify_error sorts it
         except BaseException as exc:
-            if not _is_stray(exc):
+            if not is_stray(exc):
                 raise
             self._fail(exc, call)  # not a failure of the request a sink reports
             return
-        finally:
-            _current.reset(token)
         try:
             result = None
-            if answer is not _NO_ANSWER:
-                result = as_result(answer, entries)
+            if answer is not NO_ANSWER:
+                result = as_result(answer, call.run.entries)
                 if time.monotonic() > call.sent + self._timeout:
                     # The sink ignored the cancellation and answered late: the answer is
                     # still the truth about this call, which nothing else has settled.
@@ -490,7 +471,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
 
     def _settle(
         self,
-        call: _Call[EntryT],
+        call: Call[EntryT],
         result: SubmitResult | None,
         error: BaseException | None,
         timed_out: bool,
@@ -504,15 +485,16 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         self._in_flight_entries -= len(run.entries)
         now = time.monotonic()
         self._tally.request_ended(len(run.entries), now - call.started)
-        self._metrics.request_ended(now - call.started, _error_type(error, timed_out))
+        self._metrics.request_ended(now - call.started, error_type(error, timed_out))
         if timed_out or error is not None:
-            self._on_request_failed(call, error, now)
+            looks_up = self._recovery.looks_up and self._state is _State.OPEN
+            self._apply(self._outcomes.failed(call, error, now, looks_up=looks_up), call)
         else:
             assert result is not None
             batch = self._congestion.batch_limit()
             full = 2 * len(run.entries) >= batch or 2 * run.size >= self._max_bytes
             self._congestion.on_answer(call.sent, now, len(self._calls) + 1, full=full)
-            self._on_response(call, result, now)
+            self._apply(self._outcomes.answered(call, result, now), call)
         # A request started now writes the outcome with its own record, before it leaves;
         # without one, a task of its own writes it.
         started = self._pump()
@@ -543,102 +525,25 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
                 return
             log.warning("%s: could not save call records on abort: %s", self._scope, exc)
 
-    def _on_request_failed(
-        self, call: _Call[EntryT], error: BaseException | None, now: float
-    ) -> None:
-        """``error`` ``None``: the request timed out."""
-        counts = self._tally.counts
-        counts["requests_failed"] += 1
-        if error is None:
-            counts["timeouts"] += 1
-            self._congestion.on_congestion(call.sent, now, throttled=False)
-        delivered = counts["delivered"] > 0
-        reported, kind = self._retry.judge(error, call.info.call_id, delivered=delivered)
-        if kind is ErrorKind.FATAL:
-            self._retry.give_up(len(call.run))  # never to be sent again: failed
-            self._fail(reported, call)
+    def _apply(self, outcome: Outcome[EntryT] | None, call: Call[EntryT] | None) -> None:
+        """Do what a settled request's (or a looked up call's) ``outcome`` says."""
+        if outcome is None:
             return
-        if kind is ErrorKind.THROTTLED:
-            counts["throttled"] += 1
-            self._congestion.on_congestion(call.sent, now, throttled=True)
-        retry_after = getattr(reported, "retry_after", None)
-        if self._recovery.looks_up and self._state is _State.OPEN and self.may_have_landed(error):
-            lookup = self._recovery.settle_own(call.info, call.run)
-            self._tasks.spawn(self._settle_own, call, lookup, reported, retry_after)
-        elif not self._requeue(call.run, reported, retry_after, now, pinned=call.info):
-            self._log.record_failure(call.info, reported)
-
-    def _on_response(self, call: _Call[EntryT], result: SubmitResult, now: float) -> None:
-        run = call.run
-        seqs = run.seqs
-        retry = set(result.retry)
-        rejected = result.rejected
-        acked: Sequence[int] = seqs
-        if retry or rejected:
-            acked = [
-                seq
-                for index, seq in enumerate(seqs)
-                if index not in retry and index not in rejected
-            ]
-        counts = self._tally.counts
-        counts["delivered"] += len(acked)
-        counts["bytes_sent"] += run.size
-        rejected_seqs = [seqs[index] for index in rejected]
-        self._retry.forget(acked)
-        self._retry.forget(rejected_seqs)
-        # Rejected entries count as settled only once their dead letter is written; without
-        # a target, or when writing it fails, they fail the task and its retry meets them.
-        settled: dict[int, str] = {}
-        failure: AsyncSinkError | None = None
-        for index, reason in rejected.items():
-            seq, entry = seqs[index], run.entries[index]
-            try:
-                self._dead_letters.bad_record(
-                    seq, f"rejected by the destination: {reason}", entry=entry
-                )
-            except (BadRecordError, DeadLetterError) as exc:
-                failure = exc
-                break
-            settled[seq] = reason
-        self._log.record_result(call.info, acked, settled, result.detail)
-        if failure is not None:
-            self._fail(failure, call)
-            return
-        if retry:
-            if result.throttled:
-                counts["throttled"] += 1
-                self._congestion.on_congestion(call.sent, now, throttled=True)
-            failed = run.pick(sorted(retry))
-            why = f": {result.reason}" if result.reason else ""
-            cause = AsyncSinkError(
-                f"request {call.info.call_id}: {len(failed)} of {len(seqs)} entries failed{why}"
-            )
-            self._requeue(failed, cause, result.retry_after, now, pinned=None)
-        else:
-            self._congestion.on_success()
-
-    def _requeue(
-        self,
-        run: Run[EntryT],
-        error: BaseException | None,
-        retry_after: object,
-        now: float,
-        *,
-        pinned: CallInfo | None,
-    ) -> bool:
-        """Put the failed entries of ``run`` back at the front, or give up on those out
-        of retries. Returns whether any entries were kept for another attempt."""
-        kept, delay = self._retry.attempt(run.seqs, error, retry_after)
-        if kept:
-            self._tally.counts["retried"] += len(kept)
-            whole = len(kept) == len(run)
-            self._buffer.requeue(
-                run if whole else run.pick(kept), now + delay, pinned if whole else None
-            )
+        if outcome.fatal is not None:
+            self._fail(outcome.fatal, call)
+        elif outcome.look_up:
+            assert call is not None
+            self._recovery.hold(call.info, call.run)
+            look_up = self._recovery.settle_own
+            self._tasks.spawn(self._look_up, call, self._outcomes.looked_up, look_up, outcome.cause)
+        elif outcome.again is not None:
+            if outcome.fresh:
+                self._buffer.extend(outcome.again, outcome.not_before)
+            else:
+                self._buffer.requeue(outcome.again, outcome.not_before, outcome.pinned)
             self._timer.wake()  # the retry may be due before the timer's deadline
-        return bool(kept)
 
-    def _fail(self, error: BaseException, call: _Call[EntryT] | None = None) -> None:
+    def _fail(self, error: BaseException, call: Call[EntryT] | None = None) -> None:
         """End the writer with ``error``: every later call raises it. An ``Exception``
         that is not asyncsink's own is wrapped in ``FatalError`` naming the request; a
         ``BaseException`` (an end of the program, not a failure) is raised as it is."""
@@ -666,48 +571,18 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         for info, run in again:
             self._buffer.requeue(run, now, info)
         for info, run in look_up:
-            self._tasks.spawn(self._settle_earlier, info, run)
+            self._tasks.spawn(self._look_up, None, self._recovery.settle_earlier, info, run)
 
-    async def _settle_earlier(self, info: CallInfo, run: Run[EntryT]) -> None:
-        """Look an earlier attempt's call up by its entries; send only what is missing."""
-        try:
-            missing = await self._recovery.settle_earlier(info, run)
-            if missing is None:
-                self._buffer.requeue(run, time.monotonic(), info)
-            else:
-                self._buffer.extend(missing, time.monotonic())
-            await self._log.sync()
-        except Exception as exc:
-            self._fail(exc)
-        finally:  # a lookup cancelled with the writer leaves its call in flight, unsettled
-            self._pump()
-            self._timer.wake()
-            self._progress.signal()
-
-    async def _settle_own(
+    async def _look_up(
         self,
-        call: _Call[EntryT],
-        lookup: Awaitable[tuple[int, list[int]] | None],
-        error: BaseException | None,
-        retry_after: object,
+        call: Call[EntryT] | None,
+        look_up: Callable[..., Awaitable[Outcome[EntryT] | None]],
+        *args: Any,
     ) -> None:
-        """A request of this attempt that got no answer may have landed: ``lookup``
-        looks it up by its entries; count what the destination holds as delivered, and
-        send the rest again (the whole call as it was, when the lookup cannot tell)."""
-        info, run = call.info, call.run
+        """Look a call without an answer up at the destination (an earlier attempt's, or
+        ``call`` of this one) with ``look_up(call or *args)``, and do what it says."""
         try:
-            found = await lookup
-            now = time.monotonic()
-            if found is None:
-                if self._requeue(run, error, retry_after, now, pinned=info):
-                    self._log.settle_reconciled(info, None, earlier=False)  # re-sent as it was
-                else:
-                    self._log.record_failure(info, error)
-            else:
-                held, missing = found
-                self._tally.counts["delivered"] += held
-                if missing:
-                    self._requeue(run.pick(missing), error, retry_after, now, pinned=None)
+            self._apply(await look_up(*((call,) if call else ()), *args), call)
             await self._log.sync()
         except Exception as exc:
             self._fail(exc, call)
@@ -782,26 +657,3 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
             f"<{type(self).__name__} {self._state.value} scope={self._scope} "
             f"buffered={len(self._buffer)} in_flight={len(self._calls)}>"
         )
-
-
-_NO_ANSWER = object()  # a request that did not answer (it raised, or timed out)
-
-
-def _error_type(error: BaseException | None, timed_out: bool) -> str | None:
-    """A failed request's ``error.type`` in metrics; ``None`` for an answer."""
-    if timed_out:
-        return "timeout"
-    return None if error is None else type(error).__name__
-
-
-def _is_stray(exc: BaseException) -> bool:
-    """Whether ``exc``, raised by a request, ends the writer (raised by the barrier)
-    rather than the request's task: anything but the task being cancelled (by the
-    writer, or its caller). A ``KeyboardInterrupt`` or ``SystemExit`` escaping a task
-    would stop the event loop itself, which a Spark worker keeps for its later tasks."""
-    if isinstance(exc, GeneratorExit):
-        return False
-    if isinstance(exc, asyncio.CancelledError):
-        task = asyncio.current_task()
-        return task is not None and not task.cancelling()
-    return True

@@ -1,0 +1,98 @@
+"""One request: sent under its deadline, and how it ended.
+
+``send`` makes the call's PENDING record durable, sends the request through the sink's
+``submit_request_entries`` within ``requestTimeoutMs`` (``asyncio.timeout``), and returns
+how it ended: an answer, an error, or no answer in time. A sink that ignores the timeout
+and answers late still has its answer taken: it is the truth about the call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Generic, NamedTuple, TypeVar, cast
+
+from .buffer import Run
+from .errors import FencedError
+from .request import CallInfo, _current
+
+__all__ = ["NO_ANSWER", "Call", "Ending", "error_type", "is_stray", "send"]
+
+E = TypeVar("E")
+
+NO_ANSWER = object()  # a request that did not answer (it raised, or timed out)
+
+
+class Call(Generic[E]):
+    """A request of the writer: its call, its entries, when it was started and sent."""
+
+    __slots__ = ("info", "run", "sent", "settled", "started")
+
+    def __init__(self, info: CallInfo, run: Run[E], started: float) -> None:
+        self.info = info
+        self.run = run
+        self.started = started
+        self.sent = started  # when the request left
+        self.settled = False
+
+
+class Ending(NamedTuple):
+    answer: object  # ``NO_ANSWER`` unless it answered
+    error: BaseException | None
+    timed_out: bool
+
+
+async def send(
+    call: Call[Any],
+    submit: Callable[[list[Any]], Awaitable[object]],
+    sync: Callable[[], Awaitable[None]],
+    seconds: float,
+) -> Ending:
+    """Send ``call``'s request once its record is durable (``sync``).
+
+    Raises:
+        FencedError: another attempt took the scope over (from ``sync``).
+        BaseException: what ends the writer rather than the request (``is_stray``), or
+            the task's own cancellation.
+    """
+    token = _current.set(call.info)
+    # A list, or a slice of the PackedEntries the writer's convert_all returned
+    entries = cast("list[Any]", call.run.entries)
+    try:
+        await sync()  # PENDING is durable before the request leaves
+        call.sent = time.monotonic()
+        deadline = asyncio.timeout(seconds)
+        try:
+            async with deadline:
+                return Ending(await submit(entries), None, False)
+        except TimeoutError:
+            if not deadline.expired():
+                raise  # the sink's own timeout: a failure of the request
+            return Ending(NO_ANSWER, None, True)
+    except FencedError:
+        raise
+    except Exception as exc:
+        return Ending(NO_ANSWER, exc, False)  # the request failed: classify_error sorts it
+    finally:
+        _current.reset(token)
+
+
+def error_type(error: BaseException | None, timed_out: bool) -> str | None:
+    """A failed request's ``error.type`` in metrics; ``None`` for an answer."""
+    if timed_out:
+        return "timeout"
+    return None if error is None else type(error).__name__
+
+
+def is_stray(exc: BaseException) -> bool:
+    """Whether ``exc``, raised by a request, ends the writer (raised by the barrier)
+    rather than the request's task: anything but the task being cancelled (by the
+    writer, or its caller). A ``KeyboardInterrupt`` or ``SystemExit`` escaping a task
+    would stop the event loop itself, which a Spark worker keeps for its later tasks."""
+    if isinstance(exc, GeneratorExit):
+        return False
+    if isinstance(exc, asyncio.CancelledError):
+        task = asyncio.current_task()
+        return task is not None and not task.cancelling()
+    return True
