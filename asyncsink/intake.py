@@ -11,7 +11,8 @@ bad record and its position.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from itertools import islice
 from typing import Any, Generic, TypeVar
 
 from .buffer import Run
@@ -22,7 +23,7 @@ from .packed import PackedEntries
 from .recording import CallRecorder
 from .request import integer
 
-__all__ = ["Intake"]
+__all__ = ["Chunks", "Intake"]
 
 InputT = TypeVar("InputT")
 EntryT = TypeVar("EntryT")
@@ -146,6 +147,29 @@ class Intake(Generic[InputT, EntryT]):
         )
         self._fail(fatal)
         raise fatal
+
+
+class Chunks(Generic[InputT]):
+    """What ``write_all`` is given, in chunks: slices of a ``Sequence``, lists taken from
+    any other iterable."""
+
+    def __init__(self, elements: Iterable[InputT]) -> None:
+        self._sliced = elements if isinstance(elements, Sequence) else None
+        self._iterator = iter(elements) if self._sliced is None else None
+        self._done = 0
+
+    def take(self, count: int) -> Sequence[InputT]:
+        if self._sliced is not None:
+            chunk = self._sliced[self._done : self._done + count]
+            self._done += count
+            return chunk
+        assert self._iterator is not None
+        return list(islice(self._iterator, count))
+
+    def unwritten(self, chunk: Sequence[InputT], start: int) -> tuple[InputT, ...]:
+        """The elements of ``chunk`` from ``start`` on, when they were taken from an
+        iterator (gone from it); ``()`` from a ``Sequence``."""
+        return () if self._sliced is not None else tuple(chunk[start:])
 
 
 def _as_ints(sizes: Sequence[Any]) -> list[int] | None:

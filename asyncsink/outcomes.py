@@ -57,6 +57,7 @@ class Outcomes(Generic[E]):
         dead_letters: DeadLetters,
         may_have_landed: Callable[[BaseException | None], bool],
     ) -> None:
+        self._max_bytes = retry.options.max_batch_size_in_bytes
         self._log = log
         self._tally = tally
         self._congestion = congestion
@@ -64,8 +65,14 @@ class Outcomes(Generic[E]):
         self._dead_letters = dead_letters
         self._may_have_landed = may_have_landed
 
-    def answered(self, call: Call[E], result: SubmitResult, now: float) -> Outcome[E] | None:
+    def answered(
+        self, call: Call[E], result: SubmitResult, now: float, in_flight: int
+    ) -> Outcome[E] | None:
+        """``call`` was answered with ``result``, ``in_flight`` requests being out."""
         run, seqs = call.run, call.run.seqs
+        batch, max_bytes = self._congestion.batch_limit(), self._max_bytes
+        full = 2 * len(run.entries) >= batch or 2 * run.size >= max_bytes
+        self._congestion.on_answer(call.sent, now, in_flight, full=full)
         retry = set(result.retry)
         rejected = result.rejected
         acked: Sequence[int] = seqs

@@ -6,9 +6,10 @@ without an answer. As this attempt writes its input again, the call log (a
 belongs to a call left unanswered, released once that call's entries are all back.
 ``Recovery`` turns what the log releases into work for the writer:
 
-- ``take()``: entries to send as new; earlier calls to re-send as they were (same call,
-  same idempotency key); and earlier calls to look up at the destination first, for a
-  sink that looks calls up by their entries (``Reconcile.BY_ENTRIES``);
+- ``take()``: entries to send as new and earlier calls to re-send as they were (same
+  call, same idempotency key), as ``Outcome``s; and earlier calls to look up at the
+  destination first, for a sink that looks calls up by their entries
+  (``Reconcile.BY_ENTRIES``);
 - ``settle_earlier(call, run)``: look an earlier call up; what is missing goes out new;
 - ``hold(call, run)``, then ``settle_own(call, run)``: the same for a call of this
   attempt that got no answer and ``may_have_landed``.
@@ -50,13 +51,13 @@ class Recovery(Generic[E]):
         """Whether calls without an answer are looked up by their entries."""
         return self._look_up is not None and self.log.persistent
 
-    def take(
-        self,
-    ) -> tuple[Run[E], list[tuple[CallInfo, Run[E]]], list[tuple[CallInfo, Run[E]]]]:
-        """What the log released: entries to send as new, calls to re-send as they were,
-        and calls to look up first (``settle_earlier``)."""
+    def take(self) -> tuple[list[Outcome[E]], list[tuple[CallInfo, Run[E]]]]:
+        """What the log released: entries to send as new and calls to re-send as they
+        were, and calls to look up first (``settle_earlier``)."""
         released, resends = self.log.take_released()
-        again, look_up = [], []
+        now = time.monotonic()
+        send = [Outcome(Run.of(released), now, fresh=True)] if released else []
+        look_up = []
         for info, parts in resends:
             run: Run[E] = Run.of(parts)
             if self._look_up is not None:
@@ -64,8 +65,8 @@ class Recovery(Generic[E]):
                 look_up.append((info, run))
             else:
                 self.log.settle_reconciled(info, None)  # not looked up: re-sent as it was
-                again.append((info, run))
-        return Run.of(released), again, look_up
+                send.append(Outcome(run, now, pinned=info))
+        return send, look_up
 
     async def settle_earlier(self, info: CallInfo, run: Run[E]) -> Outcome[E]:
         """Look an earlier attempt's call up: send what the destination does not hold

@@ -15,13 +15,11 @@ from typing import Any, Generic, NamedTuple, TypeVar, cast
 
 from .buffer import Run
 from .errors import FencedError
-from .request import CallInfo, _current
+from .request import CallInfo, SubmitResult, _current, as_result
 
-__all__ = ["NO_ANSWER", "Call", "Ending", "error_type", "is_stray", "send"]
+__all__ = ["Call", "Ending", "error_type", "is_stray", "send"]
 
 E = TypeVar("E")
-
-NO_ANSWER = object()  # a request that did not answer (it raised, or timed out)
 
 
 class Call(Generic[E]):
@@ -38,9 +36,10 @@ class Call(Generic[E]):
 
 
 class Ending(NamedTuple):
-    answer: object  # ``NO_ANSWER`` unless it answered
+    result: SubmitResult | None  # ``None`` unless it answered
     error: BaseException | None
     timed_out: bool
+    late: bool = False  # it answered after its deadline, ignoring the cancellation
 
 
 async def send(
@@ -53,9 +52,24 @@ async def send(
 
     Raises:
         FencedError: another attempt took the scope over (from ``sync``).
+        FatalError: the answer is none (see ``as_result``).
         BaseException: what ends the writer rather than the request (``is_stray``), or
             the task's own cancellation.
     """
+    answer = await _exchange(call, submit, sync, seconds)
+    if isinstance(answer, Ending):
+        return answer
+    late = time.monotonic() > call.sent + seconds
+    return Ending(as_result(answer, call.run.entries), None, False, late)
+
+
+async def _exchange(
+    call: Call[Any],
+    submit: Callable[[list[Any]], Awaitable[object]],
+    sync: Callable[[], Awaitable[None]],
+    seconds: float,
+) -> object:
+    """The sink's answer, or the ``Ending`` of a request that did not answer."""
     token = _current.set(call.info)
     # A list, or a slice of the PackedEntries the writer's convert_all returned
     entries = cast("list[Any]", call.run.entries)
@@ -65,15 +79,15 @@ async def send(
         deadline = asyncio.timeout(seconds)
         try:
             async with deadline:
-                return Ending(await submit(entries), None, False)
+                return await submit(entries)
         except TimeoutError:
             if not deadline.expired():
                 raise  # the sink's own timeout: a failure of the request
-            return Ending(NO_ANSWER, None, True)
+            return Ending(None, None, True)
     except FencedError:
         raise
     except Exception as exc:
-        return Ending(NO_ANSWER, exc, False)  # the request failed: classify_error sorts it
+        return Ending(None, exc, False)  # the request failed: classify_error sorts it
     finally:
         _current.reset(token)
 

@@ -29,7 +29,6 @@ import logging
 import time
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from itertools import islice
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
 
@@ -42,18 +41,17 @@ from .errors import (
     AsyncSinkError,
     BadRecordError,
     FatalError,
-    FencedError,
     WriterStateError,
     describe,
 )
-from .intake import Intake
+from .intake import Chunks, Intake
 from .options import SinkOptions
 from .outcomes import Outcome, Outcomes
 from .recording import CallRecorder, NoRecords
 from .recovery import Recovery
-from .request import SubmitResult, as_result
+from .request import SubmitResult
 from .retry import RetryPolicy
-from .sending import NO_ANSWER, Call, error_type, is_stray, send
+from .sending import Call, error_type, is_stray, send
 from .stats import Tally, WriterStatistics
 from .tasks import Progress, Tasks, Timer, finish
 from .telemetry import NoMetrics, WriterMetrics, sink_attributes, writer_metrics
@@ -241,12 +239,10 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
             async for element in elements:
                 await self.write(element)
             return
-        sliced = elements if isinstance(elements, Sequence) else None
-        iterator = iter(elements) if sliced is None else None
+        chunks = Chunks(elements)
         buffer = self._buffer
         batch = self.options.max_batch_size
         run = batch * max(1, _RUN // batch)
-        done = 0
         while True:
             if self._state is not _State.OPEN or self._fatal is not None:
                 self._check_usable()
@@ -255,21 +251,14 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
             # Runs of whole batches where there is room for them: a batch cut across two
             # runs would be two pieces joined, entry by entry.
             room = self._max_buffered - buffer.count
-            count = min(room if room < batch else room - room % batch, run)
-            if sliced is not None:
-                chunk: Sequence[InputT] = sliced[done : done + count]
-                done += count
-            else:
-                assert iterator is not None
-                chunk = list(islice(iterator, count))
+            chunk = chunks.take(min(room if room < batch else room - room % batch, run))
             if not chunk:
                 return
             first = self._next_seq
             try:
                 started = self._accept_many(chunk)
             except BadRecordError as exc:
-                if iterator is not None:
-                    exc.unwritten = tuple(chunk[exc.position - first + 1 :])
+                exc.unwritten = chunks.unwritten(chunk, exc.position - first + 1)
                 raise
             if started:
                 if self._log.needs_sync:
@@ -446,28 +435,16 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
 
     async def _send(self, call: Call[EntryT]) -> None:
         try:
-            answer, error, timed_out = await send(
-                call, self.submit_request_entries, self._log.sync, self._timeout
-            )
-        except FencedError as exc:
-            self._fail(exc)
-            return
+            ending = await send(call, self.submit_request_entries, self._log.sync, self._timeout)
+            if ending.late:  # the sink ignored the timeout; its answer is still the truth
+                self._tally.counts["late_responses"] += 1
+            self._settle(call, ending.result, ending.error, ending.timed_out)
+        except Exception as exc:  # fenced, an answer that is not one, a failing classify_error
+            self._fail(exc, call)
         except BaseException as exc:
             if not is_stray(exc):
                 raise
             self._fail(exc, call)  # not a failure of the request a sink reports
-            return
-        try:
-            result = None
-            if answer is not NO_ANSWER:
-                result = as_result(answer, call.run.entries)
-                if time.monotonic() > call.sent + self._timeout:
-                    # The sink ignored the cancellation and answered late: the answer is
-                    # still the truth about this call, which nothing else has settled.
-                    self._tally.counts["late_responses"] += 1
-            self._settle(call, result, error, timed_out)
-        except Exception as exc:  # an answer that is not one, a classify_error that fails
-            self._fail(exc, call)
 
     def _settle(
         self,
@@ -491,10 +468,8 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
             self._apply(self._outcomes.failed(call, error, now, looks_up=looks_up), call)
         else:
             assert result is not None
-            batch = self._congestion.batch_limit()
-            full = 2 * len(run.entries) >= batch or 2 * run.size >= self._max_bytes
-            self._congestion.on_answer(call.sent, now, len(self._calls) + 1, full=full)
-            self._apply(self._outcomes.answered(call, result, now), call)
+            in_flight = len(self._calls) + 1
+            self._apply(self._outcomes.answered(call, result, now, in_flight), call)
         # A request started now writes the outcome with its own record, before it leaves;
         # without one, a task of its own writes it.
         started = self._pump()
@@ -563,14 +538,10 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
 
     def _take_from_log(self) -> None:
         """Buffer what the recovery source released, and look up what it asks to."""
-        fresh, again, look_up = self._recovery.take()
-        now = time.monotonic()
-        if fresh.entries or again or look_up:
-            self._timer.wake()
-        self._buffer.extend(fresh, now)
-        for info, run in again:
-            self._buffer.requeue(run, now, info)
-        for info, run in look_up:
+        outcomes, look_ups = self._recovery.take()
+        for outcome in outcomes:
+            self._apply(outcome, None)
+        for info, run in look_ups:
             self._tasks.spawn(self._look_up, None, self._recovery.settle_earlier, info, run)
 
     async def _look_up(
