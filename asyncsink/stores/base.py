@@ -15,6 +15,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 __all__ = ["RecordStore", "Scope", "ScopeInfo", "ScopeState"]
 
@@ -106,7 +107,20 @@ class RecordStore(abc.ABC):
     - ``complete`` marks the scope COMPLETED (and drops its records when asked) under the
       same epoch condition. A COMPLETED scope stays COMPLETED; ``take`` still bumps its epoch.
     - Once ``put`` or ``complete`` returned, the change survives a crash of the process.
+
+    A store whose ``verify`` checks something declares it: ``verifies = True``.
     """
+
+    verifies: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        overrides = next(k for k in cls.__mro__ if "verify" in vars(k)) is not RecordStore
+        if overrides != cls.verifies:
+            raise TypeError(
+                f"{cls.__qualname__}: set the class attribute verifies = {overrides} "
+                "(True exactly when the store overrides verify)"
+            )
 
     @abc.abstractmethod
     async def take(self, scope: Scope) -> ScopeState:

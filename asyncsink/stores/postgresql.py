@@ -142,6 +142,8 @@ class PostgreSQLStore(RecordStore):
             chained as ``__cause__``; the message never holds the password).
     """
 
+    verifies = True  # connects and checks its tables
+
     def __init__(
         self,
         conninfo: str = "",
