@@ -45,44 +45,35 @@ class Outcome(Generic[E]):
     cause: BaseException | None = None  # of a call to look up
 
 
+@dataclass(slots=True)
 class Outcomes(Generic[E]):
     """Settles requests for a writer, with its parts (``may_have_landed``: the sink's)."""
 
-    def __init__(
-        self,
-        log: CallRecorder,
-        tally: Tally,
-        congestion: Congestion,
-        retry: RetryPolicy,
-        dead_letters: DeadLetters,
-        may_have_landed: Callable[[BaseException | None], bool],
-    ) -> None:
-        self._max_bytes = retry.options.max_batch_size_in_bytes
-        self._log = log
-        self._tally = tally
-        self._congestion = congestion
-        self._retry = retry
-        self._dead_letters = dead_letters
-        self._may_have_landed = may_have_landed
+    log: CallRecorder
+    tally: Tally
+    congestion: Congestion
+    retry: RetryPolicy
+    dead_letters: DeadLetters
+    may_have_landed: Callable[[BaseException | None], bool]
 
     def answered(
         self, call: Call[E], result: SubmitResult, now: float, in_flight: int
     ) -> Outcome[E] | None:
         """``call`` was answered with ``result``, ``in_flight`` requests being out."""
         run, seqs = call.run, call.run.seqs
-        batch, max_bytes = self._congestion.batch_limit(), self._max_bytes
+        batch, max_bytes = self.congestion.batch_limit(), self.retry.options.max_batch_size_in_bytes
         full = 2 * len(run.entries) >= batch or 2 * run.size >= max_bytes
-        self._congestion.on_answer(call.sent, now, in_flight, full=full)
+        self.congestion.on_answer(call.sent, now, in_flight, full=full)
         retry = set(result.retry)
         rejected = result.rejected
         acked: Sequence[int] = seqs
         if retry or rejected:
             acked = [seq for i, seq in enumerate(seqs) if i not in retry and i not in rejected]
-        counts = self._tally.counts
+        counts = self.tally.counts
         counts["delivered"] += len(acked)
         counts["bytes_sent"] += run.size
-        self._retry.forget(acked)
-        self._retry.forget([seqs[index] for index in rejected])
+        self.retry.forget(acked)
+        self.retry.forget([seqs[index] for index in rejected])
         # Rejected entries count as settled only once their dead letter is written; without
         # a target, or when writing it fails, they fail the task and its retry meets them.
         settled: dict[int, str] = {}
@@ -91,20 +82,20 @@ class Outcomes(Generic[E]):
             seq, entry = seqs[index], run.entries[index]
             try:
                 reason_given = f"rejected by the destination: {reason}"
-                self._dead_letters.bad_record(seq, reason_given, entry=entry)
+                self.dead_letters.bad_record(seq, reason_given, entry=entry)
             except (BadRecordError, DeadLetterError) as exc:
                 failure = exc
                 break
             settled[seq] = reason
-        self._log.record_result(call.info, acked, settled, result.detail)
+        self.log.record_result(call.info, acked, settled, result.detail)
         if failure is not None:
             return Outcome(fatal=failure)
         if not retry:
-            self._congestion.on_success()
+            self.congestion.on_success()
             return None
         if result.throttled:
             counts["throttled"] += 1
-            self._congestion.on_congestion(call.sent, now, throttled=True)
+            self.congestion.on_congestion(call.sent, now, throttled=True)
         failed = run.pick(sorted(retry))
         why = f": {result.reason}" if result.reason else ""
         cause = AsyncSinkError(
@@ -117,24 +108,24 @@ class Outcomes(Generic[E]):
     ) -> Outcome[E] | None:
         """``error`` ``None``: the request timed out; ``looks_up``: a call that may have
         landed may be looked up by its entries."""
-        counts = self._tally.counts
+        counts = self.tally.counts
         counts["requests_failed"] += 1
         if error is None:
             counts["timeouts"] += 1
-            self._congestion.on_congestion(call.sent, now, throttled=False)
+            self.congestion.on_congestion(call.sent, now, throttled=False)
         delivered = counts["delivered"] > 0
-        reported, kind = self._retry.judge(error, call.info.call_id, delivered=delivered)
+        reported, kind = self.retry.judge(error, call.info.call_id, delivered=delivered)
         if kind is ErrorKind.FATAL:
-            self._retry.give_up(len(call.run))  # never to be sent again: failed
+            self.retry.give_up(len(call.run))  # never to be sent again: failed
             return Outcome(fatal=reported)
         if kind is ErrorKind.THROTTLED:
             counts["throttled"] += 1
-            self._congestion.on_congestion(call.sent, now, throttled=True)
-        if looks_up and self._may_have_landed(error):
+            self.congestion.on_congestion(call.sent, now, throttled=True)
+        if looks_up and self.may_have_landed(error):
             return Outcome(look_up=True, cause=reported)
         outcome = self.again(call.run, reported, _retry_after(reported), now, pinned=call.info)
         if outcome is None:
-            self._log.record_failure(call.info, reported)
+            self.log.record_failure(call.info, reported)
         return outcome
 
     async def looked_up(
@@ -150,12 +141,12 @@ class Outcomes(Generic[E]):
         if found is None:
             outcome = self.again(run, reported, retry_after, now, pinned=info)
             if outcome is None:
-                self._log.record_failure(info, reported)
+                self.log.record_failure(info, reported)
             else:
-                self._log.settle_reconciled(info, None, earlier=False)  # re-sent as it was
+                self.log.settle_reconciled(info, None, earlier=False)  # re-sent as it was
             return outcome
         held, missing = found
-        self._tally.counts["delivered"] += held
+        self.tally.counts["delivered"] += held
         return self.again(run.pick(missing), reported, retry_after, now, pinned=None)
 
     def again(
@@ -171,10 +162,10 @@ class Outcomes(Generic[E]):
         all are out of retries)."""
         if not run.entries:
             return None
-        kept, delay = self._retry.attempt(run.seqs, error, retry_after)
+        kept, delay = self.retry.attempt(run.seqs, error, retry_after)
         if not kept:
             return None
-        self._tally.counts["retried"] += len(kept)
+        self.tally.counts["retried"] += len(kept)
         whole = len(kept) == len(run)
         return Outcome(run if whole else run.pick(kept), now + delay, pinned if whole else None)
 

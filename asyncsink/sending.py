@@ -56,20 +56,6 @@ async def send(
         BaseException: what ends the writer rather than the request (``is_stray``), or
             the task's own cancellation.
     """
-    answer = await _exchange(call, submit, sync, seconds)
-    if isinstance(answer, Ending):
-        return answer
-    late = time.monotonic() > call.sent + seconds
-    return Ending(as_result(answer, call.run.entries), None, False, late)
-
-
-async def _exchange(
-    call: Call[Any],
-    submit: Callable[[list[Any]], Awaitable[object]],
-    sync: Callable[[], Awaitable[None]],
-    seconds: float,
-) -> object:
-    """The sink's answer, or the ``Ending`` of a request that did not answer."""
     token = _current.set(call.info)
     # A list, or a slice of the PackedEntries the writer's convert_all returned
     entries = cast("list[Any]", call.run.entries)
@@ -79,7 +65,7 @@ async def _exchange(
         deadline = asyncio.timeout(seconds)
         try:
             async with deadline:
-                return await submit(entries)
+                answer = await submit(entries)
         except TimeoutError:
             if not deadline.expired():
                 raise  # the sink's own timeout: a failure of the request
@@ -90,6 +76,8 @@ async def _exchange(
         return Ending(None, exc, False)  # the request failed: classify_error sorts it
     finally:
         _current.reset(token)
+    late = time.monotonic() > call.sent + seconds
+    return Ending(as_result(answer, entries), None, False, late)
 
 
 def error_type(error: BaseException | None, timed_out: bool) -> str | None:

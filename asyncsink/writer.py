@@ -1,18 +1,12 @@
 """``AsyncSinkWriter``: the generic async writer every destination subclasses.
 
-A subclass implements the contract of ``asyncsink.contract.SinkContract``: how to turn an
-input element into a request entry, how big an entry is, how to send a batch. The writer
-buffers entries, cuts batches by count, bytes and time, and dispatches them as far as its
-parts allow; ``flush()`` is the barrier: it returns once every accepted entry is
-acknowledged, or raises. It is handed its parts, each behind a small contract:
-
-- congestion control (``asyncsink.congestion``): how many requests and entries may be in
-  flight, adapted to latency and throttles, one decision per congestion event;
-- a retry policy (``asyncsink.retry``): classify a failure, back off, give up;
-- a recovery source (``asyncsink.recovery``): what the call log says to skip, settle and
-  send again;
-- a dead-letter target (``asyncsink.dead_letter``): where bad records go;
-- an intake (``asyncsink.intake``): elements become sized entries, or bad records.
+A subclass implements ``asyncsink.contract.SinkContract``. The writer buffers entries,
+cuts batches by count, bytes and time, and dispatches them as far as its parts allow;
+``flush()`` is the barrier: it returns once every accepted entry is acknowledged, or
+raises. Its parts, each behind a small contract: congestion control (``congestion``), a
+retry policy (``retry``), a recovery source (``recovery``), a dead-letter target
+(``dead_letter``), an intake (``intake``: elements to sized entries), and what a settled
+request means (``outcomes``).
 
 Lifecycle: a writer is used inside ``async with``; entering opens it (and its durable
 call log, if one was given), leaving flushes and closes it. Leaving on an exception
@@ -86,11 +80,9 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
     """Buffers, batches and delivers entries to a destination; subclass it per destination.
 
     Subclasses implement ``convert``, ``entry_size`` and ``submit_request_entries``, may
-    override the hooks of ``SinkContract``, and declare what they can do in class
-    attributes: ``reconciliation`` (a ``Reconcile`` flag: ``BY_CALL`` with ``reconcile``,
-    ``BY_ENTRIES`` with ``reconcile_entries``; overriding one without declaring it is a
-    ``TypeError``), ``takes_mappings`` and ``sink_name``. A subclass that takes its own
-    constructor arguments passes ``**kwargs`` on to this one.
+    override the hooks of ``SinkContract`` and declare what they do in class attributes
+    (``reconciliation = Reconcile.BY_CALL`` with ``reconcile``...; see ``SinkContract``).
+    One that takes its own constructor arguments passes ``**kwargs`` on to this one.
 
     Args:
         options: buffering hints, limits and retry policy (``SinkOptions()`` if omitted).
@@ -509,8 +501,8 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         elif outcome.look_up:
             assert call is not None
             self._recovery.hold(call.info, call.run)
-            look_up = self._recovery.settle_own
-            self._tasks.spawn(self._look_up, call, self._outcomes.looked_up, look_up, outcome.cause)
+            args = (call, self._recovery.settle_own, outcome.cause)
+            self._tasks.spawn(self._look_up, call, self._outcomes.looked_up, *args)
         elif outcome.again is not None:
             if outcome.fresh:
                 self._buffer.extend(outcome.again, outcome.not_before)
@@ -551,9 +543,9 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         *args: Any,
     ) -> None:
         """Look a call without an answer up at the destination (an earlier attempt's, or
-        ``call`` of this one) with ``look_up(call or *args)``, and do what it says."""
+        ``call`` of this one) with ``look_up(*args)``, and do what it says."""
         try:
-            self._apply(await look_up(*((call,) if call else ()), *args), call)
+            self._apply(await look_up(*args), call)
             await self._log.sync()
         except Exception as exc:
             self._fail(exc, call)
