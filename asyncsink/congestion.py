@@ -31,7 +31,20 @@ __all__ = ["Congestion", "CongestionStrategy"]
 
 
 class CongestionStrategy(Protocol):
-    """What a writer asks of its congestion control. Times are ``time.monotonic()``."""
+    """What a writer asks of its congestion control. Times are ``time.monotonic()``;
+    ``limit`` (requests) and ``window`` (entries) are read for statistics."""
+
+    @property
+    def limit(self) -> int: ...
+
+    @property
+    def window(self) -> int: ...
+
+    def resume(self, destination: Hashable) -> None:
+        """Start from what the last writer of ``destination`` learned in this process."""
+
+    def close(self) -> None:
+        """Hand on what was learned to the next writer of the destination."""
 
     def capacity(self, requests: int, entries: int) -> int:
         """Entries the next request may carry while ``requests`` requests carrying

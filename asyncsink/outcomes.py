@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from .buffer import Run
-from .congestion import Congestion
+from .congestion import CongestionStrategy
 from .dead_letter import DeadLetters
 from .errors import AsyncSinkError, BadRecordError, DeadLetterError
 from .recording import CallRecorder
@@ -51,7 +51,7 @@ class Outcomes(Generic[E]):
 
     log: CallRecorder
     tally: Tally
-    congestion: Congestion
+    congestion: CongestionStrategy
     retry: RetryPolicy
     dead_letters: DeadLetters
     may_have_landed: Callable[[BaseException | None], bool]

@@ -27,7 +27,7 @@ from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
 
 from .buffer import RequestBuffer
-from .congestion import Congestion
+from .congestion import Congestion, CongestionStrategy
 from .connections import mark_reached
 from .contract import Reconcile, SinkContract
 from .dead_letter import DeadLetters
@@ -100,7 +100,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         self._buffer: RequestBuffer[EntryT] = RequestBuffer()
         self._calls: dict[int, Call[EntryT]] = {}
         self._in_flight_entries = 0
-        self._congestion = Congestion(options)
+        self._congestion: CongestionStrategy = Congestion(options)
         self._retry = RetryPolicy(options, self.classify_error, self.describe_destination)
         self._dead_letters = DeadLetters(options.dead_letter, self.serialize_entry)
         self._intake: Intake[InputT, EntryT] = Intake(
