@@ -12,6 +12,7 @@ bad record and its position.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from itertools import islice
 from typing import Any, Generic, TypeVar
 
@@ -29,10 +30,11 @@ InputT = TypeVar("InputT")
 EntryT = TypeVar("EntryT")
 
 
+@dataclass(slots=True)
 class Intake(Generic[InputT, EntryT]):
     """Converts and sizes elements for a writer.
 
-    Args:
+    Fields:
         sink: the writer, for its conversion and sizing methods (``entry_position`` is
             set here, before each conversion).
         max_record: ``maxRecordSizeInBytes``.
@@ -41,19 +43,11 @@ class Intake(Generic[InputT, EntryT]):
         fail: ends the writer with an error (an ``entry_size`` that is no size).
     """
 
-    def __init__(
-        self,
-        sink: SinkContract[InputT, EntryT],
-        max_record: int,
-        dead_letters: DeadLetters,
-        log: CallRecorder,
-        fail: Callable[[BaseException], None],
-    ) -> None:
-        self._sink = sink
-        self._max_record = max_record
-        self._dead_letters = dead_letters
-        self._log = log
-        self._fail = fail
+    sink: SinkContract[InputT, EntryT]
+    max_record: int
+    dead_letters: DeadLetters
+    log: CallRecorder
+    fail: Callable[[BaseException], None]
 
     def one(self, seq: int, element: InputT) -> tuple[EntryT, int] | None:
         """The entry of ``element`` (at position ``seq``) and its size; ``None`` when it
@@ -63,7 +57,7 @@ class Intake(Generic[InputT, EntryT]):
             BadRecordError, DeadLetterError: as ``DeadLetters.bad_record``.
             FatalError: ``entry_size`` gave no size in bytes.
         """
-        sink, bad_record = self._sink, self._dead_letters.bad_record
+        sink, bad_record = self.sink, self.dead_letters.bad_record
         sink._entry_position = seq
         try:
             entry = sink.convert(element)
@@ -77,8 +71,8 @@ class Intake(Generic[InputT, EntryT]):
             return None
         if type(size) is not int or size < 0:
             size = self._checked_size(size, seq)
-        if size > self._max_record:
-            reason = f"entry of {size} bytes exceeds maxRecordSizeInBytes ({self._max_record})"
+        if size > self.max_record:
+            reason = f"entry of {size} bytes exceeds maxRecordSizeInBytes ({self.max_record})"
             bad_record(seq, reason, entry=entry)
             return None
         return entry, size
@@ -87,9 +81,9 @@ class Intake(Generic[InputT, EntryT]):
         """The run of ``elements`` converted at once, numbered from ``seq``; or ``None``
         when they must be taken one at a time (the call log replays them, or one is a
         bad record)."""
-        if self._log.recovering:
+        if self.log.recovering:
             return None
-        sink = self._sink
+        sink = self.sink
         sink._entry_position = seq
         try:
             entries = sink.convert_all(elements)
@@ -114,22 +108,22 @@ class Intake(Generic[InputT, EntryT]):
             sizes, size = ints, sum(ints)
         if len(sizes) != len(entries) or (sizes and min(sizes) < 0):
             return None
-        if size > self._max_record and max(sizes) > self._max_record:
+        if size > self.max_record and max(sizes) > self.max_record:
             return None
         return Run(range(seq, seq + len(entries)), entries, sizes, size)
 
     def skip(self, seq: int, element: InputT) -> None:
         """An element of a scope completed by an earlier run: not sent, only digested (a
         bad record was dealt with by that run, and is not digested)."""
-        sink = self._sink
+        sink = self.sink
         sink._entry_position = seq
         try:
             entry = sink.convert(element)
-            fits = 0 <= sink.entry_size(entry) <= self._max_record
+            fits = 0 <= sink.entry_size(entry) <= self.max_record
         except Exception:
-            self._log.skip_completed((), 1)
+            self.log.skip_completed((), 1)
             return
-        self._log.skip_completed((entry,) if fits else (), 1)
+        self.log.skip_completed((entry,) if fits else (), 1)
 
     def _checked_size(self, size: object, seq: int) -> int:
         """An ``entry_size`` result as an ``int`` (from a numpy integer...).
@@ -145,7 +139,7 @@ class Intake(Generic[InputT, EntryT]):
             f"entry_size returned {size!r:.50} ({type(size).__name__}) for entry {seq}: "
             "an entry's size in bytes is an int >= 0"
         )
-        self._fail(fatal)
+        self.fail(fatal)
         raise fatal
 
 
