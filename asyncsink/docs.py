@@ -18,7 +18,6 @@ names the ones that no longer match the code (the test suite fails on them).
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import textwrap
 from collections.abc import Iterable, Mapping
@@ -99,19 +98,11 @@ def _own_group(sink: str | None) -> list[OptionGroup]:
     return groups if sink is None or sink == CORE else groups[2:]
 
 
-def _required(cls: type) -> set[str]:
-    return {
-        f.name
-        for f in dataclasses.fields(cls)
-        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-    }
-
-
-def format_default(spec: OptionSpec, *, required: bool = False) -> str:
+def format_default(spec: OptionSpec) -> str:
     """An option's default as the reference shows it: sizes in KiB/MiB, booleans in
     lower case, ``(none)`` for no value, ``***`` for a secret's value."""
     value = spec.default
-    if required:
+    if spec.required:
         return "(required)"
     if spec.name == "record_store" and value is None:
         return "a SQLite file private to the user"
@@ -148,9 +139,8 @@ def options_table(sink: str | None) -> str:
     """
     lines = ["| option | default | meaning |", "|---|---|---|"]
     for group in _own_group(sink):
-        required = _required(group.options_class)
         for spec in group.specs:
-            default = format_default(spec, required=spec.name in required)
+            default = format_default(spec)
             lines.append(f"| {spec.spark_name} | {_cell(default)} | {_cell(spec.doc)} |")
     return "\n".join(lines) + "\n"
 
@@ -172,9 +162,8 @@ def options_text(sink: str | None, *, width: int = 88) -> str:
         cls = group.options_class
         out.append("")
         out.append(f"{group.title} ({cls.__module__}.{cls.__qualname__}):")
-        required = _required(cls)
         for spec in group.specs:
-            default = format_default(spec, required=spec.name in required).replace("`", "")
+            default = format_default(spec).replace("`", "")
             notes = " (secret)" if spec.secret else ""
             if index >= 2 and spec.spark_name in core_names:
                 notes += " (the sink's own, in place of the core option)"

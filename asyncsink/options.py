@@ -82,6 +82,7 @@ class OptionSpec:
     minimum: float | None = None
     maximum: float | None = None
     secret: bool = False
+    required: bool = False  # no default: every use must give it
 
 
 def option(
@@ -95,6 +96,8 @@ def option(
     default_factory: Callable[[], Any] | None = None,
 ) -> Any:
     """Declare an option field: its documentation, how its string form parses, its bound.
+    Without a default (and ``default_factory``) the option is required; its group is then
+    a ``kw_only`` dataclass.
 
     ``kind`` defaults from the annotation; ``"size"`` accepts ``"5mb"``, ``"duration"``
     accepts ``"2s"`` (the value is kept in milliseconds).
@@ -136,6 +139,18 @@ class Options:
             return repr(type(value)(mask_url(item) for item in value))
         return repr(value)
 
+    def core_defaults(self) -> Mapping[str, Any]:
+        """Defaults a sink with these options gives the core ``SinkOptions`` (by field
+        name), for the options a user leaves out."""
+        return {}
+
+    def check_core(self, core: SinkOptions) -> None:
+        """Refuse core options a sink with these options cannot run with.
+
+        Raises:
+            OptionError: naming the option and its limit.
+        """
+
     @classmethod
     def from_options(cls: type[OptionsT], raw: Mapping[str, Any]) -> OptionsT:
         """Build from Spark-style options; every key must belong to this group."""
@@ -166,6 +181,7 @@ def option_specs(cls: type) -> tuple[OptionSpec, ...]:
         factory: Any = f.default_factory
         if factory is not _MISSING:
             default = factory()
+        required = f.default is _MISSING and factory is _MISSING
         specs.append(
             OptionSpec(
                 name=f.name,
@@ -177,6 +193,7 @@ def option_specs(cls: type) -> tuple[OptionSpec, ...]:
                 minimum=meta["minimum"],
                 maximum=meta["maximum"],
                 secret=meta["secret"],
+                required=required,
             )
         )
     _SPEC_CACHE[cls] = result = tuple(specs)
@@ -184,15 +201,20 @@ def option_specs(cls: type) -> tuple[OptionSpec, ...]:
 
 
 def parse_options(
-    cls: type[OptionsT], raw: Mapping[str, Any], defaults: Mapping[str, Any] | None = None
+    cls: type[OptionsT],
+    raw: Mapping[str, Any],
+    defaults: Mapping[str, Any] | None = None,
+    *,
+    owner: str = "",
 ) -> tuple[OptionsT, dict[str, Any]]:
     """Build ``cls`` from the keys of ``raw`` it knows (case-insensitive Spark names or
     field names), and ``defaults`` (by field name) for those ``raw`` does not give; return
     it with the keys it did not know, for the next group to claim.
 
     Raises:
-        OptionError: a value is not allowed, or an option is given twice (in two
-            spellings).
+        OptionError: a value is not allowed, an option is given twice (in two
+            spellings), or a required one is missing (``option 'url' is required by
+            the http sink``, naming ``owner``: ``"the http sink"``).
     """
     by_key: dict[str, OptionSpec] = {}
     for spec in option_specs(cls):
@@ -216,7 +238,12 @@ def parse_options(
             raise OptionError(spec.spark_name, None, rule_of(spec), message=message)
         given_as[spec.name] = key
         values[spec.name] = _from_string(spec, value) if isinstance(value, str) else value
-    return cls(**{**(defaults or {}), **values}), unknown
+    values = {**(defaults or {}), **values}
+    for spec in option_specs(cls):
+        if spec.required and spec.name not in values:
+            message = f"option {spec.spark_name!r} is required by {owner or cls.__name__}"
+            raise OptionError(spec.spark_name, None, rule_of(spec), message=message)
+    return cls(**values), unknown
 
 
 def raise_unknown(

@@ -1,10 +1,11 @@
 """The built-in sinks (HTTP, Kinesis, Elasticsearch) and the registry that names them.
 
-Each sink module exposes ``create_writer(options, **kwargs)``, which builds its writer
-from one mapping of Spark string options (the writer's own and the core
-``SinkOptions``). ``register_sink`` adds a sink of your own under a name (see
-``registry``); ``sink_factory`` and ``sink_options`` look one up, importing it only
-then, so a missing optional package matters only to those who use that sink.
+Each sink is a writer class and the options class of its own options. ``register_sink``
+adds a sink of your own under a name (see ``registry``); ``sink_factory`` gives a
+``create_writer(options, **kwargs)`` that builds a sink's writer from one mapping of
+Spark string options (its own and the core ``SinkOptions``, split by the registry), and
+``sink_options`` its options class. Both import the sink only then, so a missing
+optional package matters only to those who use that sink.
 """
 
 from __future__ import annotations
@@ -25,13 +26,13 @@ __all__ = [
 
 
 def sink_factory(name: str) -> Callable[..., Any]:
-    """The ``create_writer`` of sink ``name``.
+    """A ``create_writer(options, **kwargs)`` for sink ``name``.
 
     Raises:
         ValueError: no sink has that name.
         ImportError: the sink needs a package that is not installed (with an install hint).
     """
-    return sink_entry(name).load_factory()
+    return sink_entry(name).factory()
 
 
 def sink_options(name: str) -> type | None:

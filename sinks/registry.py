@@ -1,104 +1,185 @@
 """The sink registry: every sink the Spark entry points and data sources know, by name.
 
-A sink is a factory ``create_writer(options, **kwargs)`` that builds an
-``AsyncSinkWriter`` from one mapping of Spark string options (its own and the core
-``SinkOptions``), plus the options class that documents and checks its own options.
-Built-in sinks are named as ``"module:attribute"`` paths and imported only when first
-used, so a missing optional package matters only to those who use that sink; the error
-then says what to install. A user's sink registers the same way::
+A sink is an ``AsyncSinkWriter`` subclass and the options class of its own options. The
+framework splits one mapping of Spark string options between that class and the core
+``SinkOptions``, refuses unknown and missing ones with an ``OptionError`` naming them,
+and builds the writer as ``Writer(own_options, options=core, call_log=...)``. The
+driver checks the options without building a writer. Built-in sinks are named as
+``"module:attribute"`` paths, imported only when first used, so a missing optional
+package matters only to those who use that sink; the error then says what to install.
+A user's sink registers the same way::
 
-    register_sink("webhook", "webhook_spark:create_writer", "webhook_spark:WebhookOptions")
+    register_sink("webhook", "webhook_spark:WebhookWriter", "webhook_spark:WebhookOptions")
     foreach_batch("webhook", {"url": url}, sink_id="events")
     # after register_data_sources(spark):
     df.write.format("asyncsink-webhook").option("url", url).mode("append").save()
 
-The factory may also be the callable itself. Spark runs it in its own Python workers, so
-its module must be importable there.
+Spark runs the writer in its own Python workers, so its module must be importable there.
+A factory ``create_writer(options, **kwargs)`` is accepted in place of the class; it
+then splits the options itself, and the driver checks them only when an options class
+is registered beside it.
 """
 
 from __future__ import annotations
 
-import importlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["SinkEntry", "register_sink", "sink_entry", "sink_names"]
+from asyncsink.options import Options, SinkOptions, parse_options, raise_unknown
+from asyncsink.registry import Registry, is_path, load_target
+from asyncsink.writer import AsyncSinkWriter
+
+__all__ = ["SinkEntry", "build_writer", "register_sink", "sink_entry", "sink_names"]
 
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}\Z")
 
-Target = str | Callable[..., Any]
+Target = str | type | Callable[..., Any]
 
 
 @dataclass(frozen=True, slots=True)
 class SinkEntry:
-    """A registered sink: its name, factory, options class and install hint."""
+    """A registered sink: its name, writer class (or factory), options class and install
+    hint."""
 
     name: str
-    factory: Target
+    writer: Target
     options: str | type | None = None
     install_hint: str = ""
 
-    def load_factory(self) -> Callable[..., Any]:
-        """The factory, imported if named by path.
+    def load_writer(self) -> Any:
+        """The writer class (or factory), imported if named by path.
 
         Raises:
             ImportError: the sink needs a package that is not installed (with the hint).
         """
-        factory: Callable[..., Any] = self._load(self.factory)
-        return factory
+        return self._load(self.writer)
 
-    def load_options(self) -> type | None:
+    def load_options(self) -> type[Options] | None:
         """The options class of the sink's own options (beside ``SinkOptions``), if any."""
         if self.options is None:
             return None
-        options: type = self._load(self.options)
+        options: type[Options] = self._load(self.options)
         return options
 
-    def _load(self, target: str | Any) -> Any:
-        if not isinstance(target, str):
-            return target
-        try:
-            return load_path(target)
-        except ImportError as exc:
-            module_name = target.partition(":")[0]
-            if not self.install_hint or (exc.name and module_name.startswith(exc.name)):
-                raise  # the sink's own module is missing: not an optional package
-            raise ImportError(
-                f"sink {self.name!r} needs a package that is missing ({exc}): {self.install_hint}"
-            ) from exc
+    def parse(self, raw: Mapping[str, Any]) -> tuple[Options | None, SinkOptions]:
+        """Split ``raw`` into the sink's own options and the core ones, checked.
+
+        Raises:
+            OptionError: an option is unknown, missing or not allowed.
+        """
+        return split_options(self.load_options(), raw, owner=f"the {self.name} sink")
+
+    def takes_mappings(self) -> bool:
+        """Whether the writer converts a dict of a row's fields as it converts the ``Row``
+        (its class says ``takes_mappings``; a factory's writer is not known here)."""
+        writer = self.load_writer()
+        return _is_writer_class(writer) and bool(writer.takes_mappings)
+
+    def build(self, raw: Mapping[str, Any], **kwargs: Any) -> AsyncSinkWriter[Any, Any]:
+        """A writer (not opened) from the Spark options ``raw``; ``kwargs`` go to the
+        writer (``call_log``, or a sink's ``client``...).
+
+        Raises:
+            OptionError: an option is unknown, missing or not allowed.
+        """
+        writer = self.load_writer()
+        if not _is_writer_class(writer):
+            return _from_factory(writer, raw, kwargs, f"sink {self.name!r}")
+        own, core = self.parse(raw)
+        return build_writer(writer, own, core, **kwargs)
+
+    def factory(self) -> Callable[..., AsyncSinkWriter[Any, Any]]:
+        """``build`` as a ``create_writer(options, **kwargs)`` function."""
+        return self.build
+
+    def _load(self, target: Any) -> Any:
+        return load_target(target, install_hint=self.install_hint, owner=f"sink {self.name!r}")
 
 
-_SINKS: dict[str, SinkEntry] = {
-    entry.name: entry
-    for entry in (
-        SinkEntry(
-            "http",
-            "asyncsink.sinks.http:create_writer",
-            "asyncsink.sinks.http:HttpOptions",
-            "pip install asyncsink",
-        ),
-        SinkEntry(
-            "kinesis",
-            "asyncsink.sinks.kinesis:create_writer",
-            "asyncsink.sinks.kinesis:KinesisOptions",
-            "pip install asyncsink[kinesis]",
-        ),
-        SinkEntry(
-            "elasticsearch",
-            "asyncsink.sinks.elasticsearch:create_writer",
-            "asyncsink.sinks.elasticsearch:ElasticsearchOptions",
-            "pip install asyncsink",
-        ),
-    )
-}
+def split_options(
+    own_class: type[Options] | None, raw: Mapping[str, Any], *, owner: str
+) -> tuple[Options | None, SinkOptions]:
+    """The sink's own options (``None`` without a class) and the core ``SinkOptions`` that
+    ``raw`` gives, with the defaults the own options set for the core ones.
+
+    Raises:
+        OptionError: an option is unknown, missing (named with ``owner``) or not allowed.
+    """
+    own, rest = (None, raw) if own_class is None else parse_options(own_class, raw, owner=owner)
+    defaults = own.core_defaults() if own is not None else {}
+    core, rest = parse_options(SinkOptions, rest, defaults, owner=owner)
+    if own is not None:
+        own.check_core(core)
+    if rest:
+        raise_unknown(rest, [SinkOptions, *([own_class] if own_class else [])])
+    return own, core
+
+
+def build_writer(
+    writer: type[AsyncSinkWriter[Any, Any]], own: Options | None, core: SinkOptions, **kwargs: Any
+) -> AsyncSinkWriter[Any, Any]:
+    """``writer(own, options=core, **kwargs)``, or without ``own`` when it is ``None``."""
+    make: Callable[..., AsyncSinkWriter[Any, Any]] = writer
+    if own is None:
+        return make(options=core, **kwargs)
+    return make(own, options=core, **kwargs)
+
+
+def _is_writer_class(target: Any) -> bool:
+    return isinstance(target, type) and issubclass(target, AsyncSinkWriter)
+
+
+def _from_factory(
+    factory: Callable[..., Any], raw: Mapping[str, Any], kwargs: dict[str, Any], what: str
+) -> AsyncSinkWriter[Any, Any]:
+    try:
+        writer = factory(raw, **kwargs)
+    except TypeError as exc:
+        raise TypeError(
+            f"{what}: calling it as a factory, with the options and call_log=..., failed: {exc}"
+        ) from exc
+    if not isinstance(writer, AsyncSinkWriter):
+        raise TypeError(
+            f"{what} gave {type(writer).__name__}, not an AsyncSinkWriter (a factory must "
+            "return a writer; a class must subclass AsyncSinkWriter)"
+        )
+    return writer
+
+
+_SINKS: Registry[SinkEntry] = Registry(
+    "sink",
+    {
+        entry.name: entry
+        for entry in (
+            SinkEntry(
+                "http",
+                "asyncsink.sinks.http:HttpWriter",
+                "asyncsink.sinks.http:HttpOptions",
+                "pip install asyncsink",
+            ),
+            SinkEntry(
+                "kinesis",
+                "asyncsink.sinks.kinesis:KinesisWriter",
+                "asyncsink.sinks.kinesis:KinesisOptions",
+                "pip install asyncsink[kinesis]",
+            ),
+            SinkEntry(
+                "elasticsearch",
+                "asyncsink.sinks.elasticsearch:ElasticsearchWriter",
+                "asyncsink.sinks.elasticsearch:ElasticsearchOptions",
+                "pip install asyncsink",
+            ),
+        )
+    },
+)
 
 
 def register_sink(
     name: str,
-    factory: Target,
-    options_class: str | type | None = None,
+    writer: Target,
+    options: str | type | None = None,
     *,
     install_hint: str = "",
     replace: bool = False,
@@ -108,11 +189,14 @@ def register_sink(
 
     Args:
         name: lowercase letters, digits, ``-`` and ``_``, starting with a letter.
-        factory: ``create_writer(options, **kwargs)``, or its ``"module:attribute"`` path.
-            It gets the Spark options and ``call_log=`` and returns an unopened writer.
-        options_class: the sink's own options (an ``asyncsink.options.Options``
-            dataclass, or its path), shown by ``python -m asyncsink options NAME``.
-        install_hint: what to install when the factory's module needs a missing package.
+        writer: the ``AsyncSinkWriter`` subclass, or its ``"module:Class"`` path. It is
+            built as ``writer(own_options, options=core, call_log=...)``, or without
+            ``own_options`` when the sink has no options class. A factory
+            ``create_writer(options, **kwargs)`` is accepted too.
+        options: the sink's own options (an ``asyncsink.options.Options`` dataclass, or
+            its path): checked on the driver, required ones included, and shown by
+            ``python -m asyncsink options NAME``.
+        install_hint: what to install when the writer's module needs a missing package.
         replace: allow replacing a registered sink.
 
     Raises:
@@ -124,13 +208,10 @@ def register_sink(
             f"a sink name is 1-40 lowercase letters, digits, '-' or '_', starting with a "
             f"letter; got {name!r}"
         )
-    for target in (factory, options_class):
-        if isinstance(target, str) and not _is_path(target):
+    for target in (writer, options):
+        if isinstance(target, str) and not is_path(target):
             raise ValueError(f"sink {name!r}: expected 'module:attribute', got {target!r}")
-    entry = SinkEntry(name, factory, options_class, install_hint)
-    if name in _SINKS and _SINKS[name] != entry and not replace:
-        raise ValueError(f"sink {name!r} is already registered; pass replace=True to replace it")
-    _SINKS[name] = entry
+    _SINKS.add(name, SinkEntry(name, writer, options, install_hint), replace=replace)
 
 
 def sink_entry(name: str) -> SinkEntry:
@@ -139,34 +220,9 @@ def sink_entry(name: str) -> SinkEntry:
     Raises:
         ValueError: no sink has that name (the known ones are listed).
     """
-    entry = _SINKS.get(name.lower())
-    if entry is None:
-        raise ValueError(f"unknown sink {name!r}; known sinks: {', '.join(sink_names())}")
-    return entry
+    return _SINKS.get(name)
 
 
 def sink_names() -> list[str]:
     """The registered sinks' names, sorted."""
-    return sorted(_SINKS)
-
-
-def load_path(path: str) -> Any:
-    """The attribute a ``"module:attribute"`` path names.
-
-    Raises:
-        ValueError: not a ``module:attribute`` path, or the module has no such attribute.
-        ImportError: the module cannot be imported.
-    """
-    if not _is_path(path):
-        raise ValueError(f"expected 'module:attribute', got {path!r}")
-    module_name, _, attribute = path.partition(":")
-    module = importlib.import_module(module_name)
-    try:
-        return getattr(module, attribute)
-    except AttributeError:
-        raise ValueError(f"{module_name!r} has no attribute {attribute!r}") from None
-
-
-def _is_path(text: str) -> bool:
-    module_name, sep, attribute = text.partition(":")
-    return bool(sep and module_name and attribute)
+    return _SINKS.names()

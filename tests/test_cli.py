@@ -28,7 +28,7 @@ from asyncsink.spark import DurableOptions
 
 def importable(sink: str) -> bool:
     try:
-        importlib.import_module(sink_entry(sink).factory.partition(":")[0])
+        importlib.import_module(str(sink_entry(sink).writer).partition(":")[0])
     except ImportError:
         return False
     return True

@@ -41,7 +41,7 @@ def all_sections() -> dict[str, str]:
 
 
 def importable(sink: str) -> bool:
-    module = sink_entry(sink).factory.partition(":")[0]
+    module = str(sink_entry(sink).writer).partition(":")[0]
     try:
         importlib.import_module(module)
     except ImportError:
@@ -117,7 +117,7 @@ class Sample(Options):
 def test_defaults_are_shown_masked_required_and_in_units() -> None:
     specs = {spec.name: spec for spec in option_specs(Sample)}
     assert format_default(specs["token"]) == "***"
-    assert format_default(specs["endpoint"], required=True) == "(required)"
+    assert format_default(specs["endpoint"]) == "(required)"
     assert format_default(specs["chunk"]) == "64 KiB"
     assert format_default(specs["odd"]) == "1000"
     assert format_default(specs["mode"]) == "`fast`"

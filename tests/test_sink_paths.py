@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from asyncsink import AsyncSinkWriter, DeadLetter, FatalError, SinkOptions
+from asyncsink import AsyncSinkWriter, DeadLetter, FatalError, OptionError, SinkOptions
 from asyncsink.dead_letter import element_bytes
 from asyncsink.spark import SinkSpec
 from asyncsink.spark.runner import run_partition
@@ -56,10 +56,30 @@ def takes_no_call_log(options: Any) -> Counting:
         (f"{__name__}:takes_no_call_log", "calling it as a factory, with the options and"),
     ],
 )
-def test_a_sink_path_that_gives_no_writer_fails_on_the_driver(path: str, message: str) -> None:
+def test_a_sink_path_that_gives_no_writer_fails_when_a_task_builds_it(
+    path: str, message: str
+) -> None:
+    spec = SinkSpec(path, {})  # the driver checks options; it builds no writer
     with pytest.raises(TypeError, match=message) as caught:
-        SinkSpec(path, {})
+        spec.build()
     assert repr(path) in str(caught.value)
+
+
+class Unbuildable(Counting):
+    """A writer whose constructor must not run on the driver."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        raise AssertionError("the driver built a writer")
+
+
+def test_the_driver_checks_a_writers_options_without_building_it() -> None:
+    path = f"{__name__}:Unbuildable"
+    spec = SinkSpec(path, {"maxBatchSize": "10"})
+    assert spec.writer_options == {"maxBatchSize": "10"}
+    with pytest.raises(OptionError, match="maxBatchSize"):
+        SinkSpec(path, {"maxBatchSize": "0"})
+    with pytest.raises(OptionError, match="unknown option 'maxBatchSise'"):
+        SinkSpec(path, {"maxBatchSise": "10"})
 
 
 @pytest.mark.parametrize("writer", [Exiting, Interrupted])

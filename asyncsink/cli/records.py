@@ -208,19 +208,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _open(url: str) -> RecordStore:
-    """The store at ``url``, as the commands read it: a DynamoDB table that does not
-    exist is an error, not created (a mistyped name would otherwise list no scopes).
+    """The store at ``url``, as the commands read it: a DynamoDB or PostgreSQL table that
+    does not exist is an error, not created (a mistyped name would otherwise list no
+    scopes), unless the URL says ``create_table`` itself.
 
     Raises:
         ValueError, ImportError: as ``open_store``.
     """
-    if url[:11].lower() == "dynamodb://":
-        from ..stores.dynamodb import DynamoDBStore
-        from ..stores.urls import parse_dynamodb_url
-
-        parsed = parse_dynamodb_url(url)
-        return DynamoDBStore(parsed.table, parsed.region, parsed.endpoint_url, create_table=False)
+    scheme = url.partition("://")[0].lower()
+    if scheme in _TABLE_STORES and "create_table=" not in url.lower():
+        url += ("&" if "?" in url else "?") + "create_table=false"
     return open_store(url)
+
+
+_TABLE_STORES = ("dynamodb", "postgresql", "postgres")
 
 
 def _not_a_record_file(path: Path) -> str | None:

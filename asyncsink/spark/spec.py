@@ -10,26 +10,22 @@ build a fresh writer from it for each partition.
 from __future__ import annotations
 
 import dataclasses
-import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from asyncsink.sinks.registry import SinkEntry, load_path, sink_entry
+from asyncsink.sinks.registry import SinkEntry, sink_entry
 
 from ..errors import DurableError, OptionError
 from ..masking import mask_url
 from ..options import Options, SinkOptions, option, option_specs, parse_options, raise_unknown
 from ..recording import CallRecorder
 from ..stores import check_store_url, default_store_url, open_store
-from ..stores.sqlite_file import open_connection
 from ..stores.urls import parse_sqlite_url
 from ..writer import AsyncSinkWriter
 
 __all__ = ["DurableOptions", "SinkSpec", "is_local_master", "master_of", "store_for_spark"]
-
-_CHECK_TIMEOUT_S = 10.0  # how long the driver waits for another process's write to the file
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
@@ -128,14 +124,16 @@ class SinkSpec:
     entry: SinkEntry | None = None
 
     def __post_init__(self) -> None:
-        if self.entry is None and ":" not in self.sink:
-            object.__setattr__(self, "entry", sink_entry(self.sink))
+        if self.entry is None:
+            entry = SinkEntry(self.sink, self.sink) if ":" in self.sink else sink_entry(self.sink)
+            object.__setattr__(self, "entry", entry)
         durable, rest = parse_options(DurableOptions, self.options)
         object.__setattr__(self, "durable", durable)
         object.__setattr__(self, "writer_options", rest)
         self._check_names()
-        writer = self.build()  # validates every option now, on the driver
-        object.__setattr__(self, "reads_mappings", bool(writer.takes_mappings))
+        if self._option_groups() is not None:  # checked now, on the driver; nothing is built
+            self._entry.parse(rest)
+        object.__setattr__(self, "reads_mappings", self._entry.takes_mappings())
 
     durable: DurableOptions = field(init=False, repr=False, compare=False)
     writer_options: Mapping[str, Any] = field(init=False, repr=False, compare=False)
@@ -235,35 +233,18 @@ class SinkSpec:
         """A new writer for one partition (not opened yet).
 
         Raises:
-            OptionError: an option is unknown or invalid.
+            OptionError: an option is unknown, missing or invalid.
             ValueError, ImportError: the sink cannot be found.
         """
-        target = self._target()
-        if isinstance(target, type) and issubclass(target, AsyncSinkWriter):
-            core, unknown = parse_options(SinkOptions, self.writer_options)
-            if unknown:
-                raise_unknown(unknown, [SinkOptions, DurableOptions])
-            return target(options=core, call_log=call_log)
-        try:
-            writer = target(self.writer_options, call_log=call_log)
-        except OptionError:
-            raise
-        except TypeError as exc:
-            raise TypeError(
-                f"sink {self.sink!r}: calling it as a factory, with the options and "
-                f"call_log=..., failed: {exc}"
-            ) from exc
-        if not isinstance(writer, AsyncSinkWriter):
-            raise TypeError(
-                f"sink {self.sink!r} gave {type(writer).__name__}, not an AsyncSinkWriter "
-                "(a factory must return a writer; a class must subclass AsyncSinkWriter)"
-            )
+        writer: AsyncSinkWriter[Any, Any] = self._entry.build(
+            self.writer_options, call_log=call_log
+        )
         return writer
 
-    def _target(self) -> Any:
-        if self.entry is not None:
-            return self.entry.load_factory()
-        return load_path(self.sink)
+    @property
+    def _entry(self) -> SinkEntry:
+        assert self.entry is not None  # set by __post_init__
+        return self.entry
 
     def _check_names(self) -> None:
         """Refuse an option no group of this sink knows, naming all those it knows (the
@@ -287,13 +268,11 @@ class SinkSpec:
 
     def _option_groups(self) -> list[type] | None:
         """The option groups the sink reads, or ``None`` for a factory that reads its own."""
-        if self.entry is not None:
-            own = self.entry.load_options()
-            if own is None:
-                return None
+        own = self._entry.load_options()
+        if own is not None:
             return [SinkOptions, own, DurableOptions]
-        target = self._target()
-        if isinstance(target, type) and issubclass(target, AsyncSinkWriter):
+        writer = self._entry.load_writer()
+        if isinstance(writer, type) and issubclass(writer, AsyncSinkWriter):
             return [SinkOptions, DurableOptions]
         return None
 
@@ -307,33 +286,21 @@ def store_for_spark(url: str) -> str:
     A SQLite path is made absolute here: relative, each process would resolve it against
     its own working directory (the driver's may change after the Spark session started),
     and the driver could complete scopes in another file than the tasks recorded them in.
-    The file is then opened once, as a task would open it (created, with its schema, when
-    missing), so a path that cannot serve (a directory, a file that is not a record store,
-    one that cannot be created) fails here, naming the option. Other stores are asked to
-    ``verify`` themselves: a PostgreSQL store connects and checks its tables, so an
-    unknown host, a refused login or a missing table fails here too.
+    Every store is then opened through ``open_store`` and asked to ``verify`` itself, as a
+    task would open it: a SQLite file that cannot serve (a directory, a file that is not a
+    record store, one that cannot be created) fails here, naming the option, and so does
+    a PostgreSQL store's unknown host, refused login or missing table.
 
     Raises:
         OptionError: the SQLite file cannot be opened as a record store, or the store
             fails its check.
     """
-    if not url.lower().startswith("sqlite://"):
-        _verify(url)
-        return url
-    raw, timeout = parse_sqlite_url(url)
-    path = Path(raw).absolute()
-    try:
-        open_connection(path, timeout or _CHECK_TIMEOUT_S).close()
-    except (OSError, sqlite3.Error) as exc:
-        raise OptionError(
-            "recordStore",
-            "",
-            "",
-            message=f"option 'recordStore': the SQLite file {str(path)!r} cannot be used as "
-            f"a record store: {exc}",
-        ) from exc
-    query = url.partition("?")[2]
-    return f"sqlite://{path}" + (f"?{query}" if query else "")
+    if url.lower().startswith("sqlite://"):
+        raw, _ = parse_sqlite_url(url)
+        query = url.partition("?")[2]
+        url = f"sqlite://{Path(raw).absolute()}" + (f"?{query}" if query else "")
+    _verify(url)
+    return url
 
 
 def is_local_master(master: str) -> bool:

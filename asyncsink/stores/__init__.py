@@ -22,11 +22,12 @@ machine reading it, so it is refused with the ``sqlite://`` URL it probably mean
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar, cast
 
 from asyncsink.masking import mask_url
+from asyncsink.registry import Registry, is_path, load_target
 from asyncsink.stores.base import RecordStore, Scope, ScopeInfo, ScopeState
 from asyncsink.stores.default import default_store_url
 
@@ -41,19 +42,25 @@ __all__ = [
     "register_store",
 ]
 
-_registry: dict[str, str | type[RecordStore]] = {
-    "memory": "asyncsink.stores.memory:MemoryStore",
-    "sqlite": "asyncsink.stores.sqlite:SQLiteStore",
-    "dynamodb": "asyncsink.stores.dynamodb:DynamoDBStore",
-    "postgresql": "asyncsink.stores.postgresql:PostgreSQLStore",
-    "postgres": "asyncsink.stores.postgresql:PostgreSQLStore",
-}
 
-_install_hints: dict[str, str] = {
-    "dynamodb": "pip install asyncsink[kinesis]",
-    "postgresql": "pip install asyncsink[postgresql]",
-    "postgres": "pip install asyncsink[postgresql]",
-}
+@dataclass(frozen=True, slots=True)
+class _StoreEntry:
+    target: str | type[RecordStore]
+    install_hint: str = ""
+
+
+_KINESIS_EXTRA = "pip install asyncsink[kinesis]"
+_POSTGRESQL_EXTRA = "pip install asyncsink[postgresql]"
+_stores: Registry[_StoreEntry] = Registry(
+    "store scheme",
+    {
+        "memory": _StoreEntry("asyncsink.stores.memory:MemoryStore"),
+        "sqlite": _StoreEntry("asyncsink.stores.sqlite:SQLiteStore"),
+        "dynamodb": _StoreEntry("asyncsink.stores.dynamodb:DynamoDBStore", _KINESIS_EXTRA),
+        "postgresql": _StoreEntry("asyncsink.stores.postgresql:PostgreSQLStore", _POSTGRESQL_EXTRA),
+        "postgres": _StoreEntry("asyncsink.stores.postgresql:PostgreSQLStore", _POSTGRESQL_EXTRA),
+    },
+)
 
 _T = TypeVar("_T")
 
@@ -70,18 +77,9 @@ def register_store(scheme: str, target: str | type[RecordStore], *, replace: boo
     """
     if not scheme or not scheme.isascii() or not scheme.replace("+", "").isalnum():
         raise ValueError(f"a store scheme is a plain name like 'sqlite', got {scheme!r}")
-    scheme = scheme.lower()
-    if isinstance(target, str):
-        module, _, name = target.partition(":")
-        if not module or not name:
-            raise ValueError(f"store target must be 'module:Class', got {target!r}")
-    if scheme in _registry and _registry[scheme] != target and not replace:
-        raise ValueError(
-            f"store scheme {scheme!r} is already registered to {_registry[scheme]!r}; "
-            "pass replace=True to replace it"
-        )
-    _registry[scheme] = target
-    _install_hints.pop(scheme, None)
+    if isinstance(target, str) and not is_path(target):
+        raise ValueError(f"store target must be 'module:Class', got {target!r}")
+    _stores.add(scheme, _StoreEntry(target), replace=replace)
 
 
 def open_store(url: str) -> RecordStore:
@@ -162,29 +160,16 @@ def _shown(url: str) -> str:
 
 
 def _schemes() -> str:
-    return ", ".join(f"{scheme}://" for scheme in sorted(_registry))
+    return ", ".join(f"{scheme}://" for scheme in _stores.names())
 
 
 def _store_class(scheme: str, url: str) -> type[RecordStore]:
     """The store class registered for ``scheme``, imported on first use."""
-    target = _registry.get(scheme)
-    if target is None:
+    if scheme not in _stores:
         raise ValueError(f"unknown store scheme {scheme!r} in {_shown(url)!r}; known: {_schemes()}")
-    if not isinstance(target, str):
-        return target
-    module_name, _, class_name = target.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        hint = _install_hints.get(scheme)
-        if hint is None:
-            raise
-        missing = exc.name or "a package"
-        raise ImportError(
-            f"the {scheme!r} record store needs {missing!r}, which is not installed; "
-            f"install it with: {hint}"
-        ) from exc
-    cls = getattr(module, class_name, None)
+    entry = _stores.get(scheme)
+    owner = f"the {scheme!r} record store"
+    cls = load_target(entry.target, install_hint=entry.install_hint, owner=owner)
     if not (isinstance(cls, type) and issubclass(cls, RecordStore)):
-        raise ValueError(f"store scheme {scheme!r}: {target!r} is not a RecordStore class")
+        raise ValueError(f"store scheme {scheme!r}: {entry.target!r} is not a RecordStore class")
     return cls

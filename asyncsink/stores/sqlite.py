@@ -63,6 +63,8 @@ class SQLiteStore(RecordStore):
         DurableError: the file cannot be opened, read or written, or the wait timed out.
     """
 
+    verifies = True  # opens the file as a task would
+
     def __init__(self, path: str | os.PathLike[str], *, timeout: float = 10.0) -> None:
         check_timeout(timeout)
         self._path = Path(path)
@@ -83,6 +85,21 @@ class SQLiteStore(RecordStore):
         """
         path, timeout = parse_sqlite_url(url)
         return cls(path) if timeout is None else cls(path, timeout=timeout)
+
+    async def verify(self) -> None:
+        """Open the file as a task would (created, with its schema, when missing), so a
+        path that cannot serve fails before any task starts.
+
+        Raises:
+            DurableError: a directory, another program's database, a file that cannot
+                be created or read.
+        """
+        try:
+            open_connection(self._path, self._timeout).close()
+        except (OSError, sqlite3.Error) as exc:
+            raise DurableError(
+                f"the SQLite file {str(self._path)!r} cannot be used as a record store: {exc}"
+            ) from exc
 
     @classmethod
     def check_url(cls, url: str) -> None:

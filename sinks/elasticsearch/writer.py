@@ -5,17 +5,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Mapping, Sequence
 from types import TracebackType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 from urllib.parse import quote
 
 import httpx
 import orjson
 
 from asyncsink.contract import Reconcile
-from asyncsink.errors import FatalError, OptionError, RetryableError
-from asyncsink.options import SinkOptions, parse_options, raise_unknown
+from asyncsink.errors import FatalError, RetryableError
 from asyncsink.request import CallInfo, SubmitResult, current_call
 
+from ..registry import SinkEntry
 from ..web.classify import error_for_transport, parse_retry_after, request_of
 from ..web.clients import ClientSettings
 from ..web.transport import Answer, Timeout, Transport
@@ -312,10 +312,5 @@ def create_writer(options: Mapping[str, Any], **kwargs: Any) -> ElasticsearchWri
         OptionError: an unknown option (named, with the known ones), a missing ``hosts``,
             no ``index`` nor ``indexField``, or an invalid value.
     """
-    sink, rest = parse_options(SinkOptions, options)
-    if not any(key.lower() == "hosts" for key in rest):
-        raise OptionError("hosts", None, "the cluster's http(s):// URLs (required)")
-    es, rest = parse_options(ElasticsearchOptions, rest)
-    if rest:
-        raise_unknown(rest, [SinkOptions, ElasticsearchOptions])
-    return ElasticsearchWriter(es, options=sink, **kwargs)
+    entry = SinkEntry("elasticsearch", ElasticsearchWriter, ElasticsearchOptions)
+    return cast(ElasticsearchWriter, entry.build(options, **kwargs))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 from urllib.parse import quote
 
 import httpx
@@ -14,11 +14,10 @@ import orjson
 
 from asyncsink.contract import Reconcile
 from asyncsink.encoding import JsonEntryEncoder
-from asyncsink.errors import OptionError
-from asyncsink.options import SinkOptions, parse_options, raise_unknown
 from asyncsink.packed import PackedEntries
 from asyncsink.request import CallInfo, SubmitResult, as_result, current_call
 
+from ..registry import SinkEntry
 from ..web.classify import error_for_transport, parse_retry_after, request_of
 from ..web.clients import ClientSettings
 from ..web.transport import Timeout, Transport
@@ -241,10 +240,4 @@ def create_writer(options: Mapping[str, Any], **kwargs: Any) -> HttpWriter:
         OptionError: an unknown option (named, with the known ones), a missing ``url``, or
             an invalid value.
     """
-    sink, rest = parse_options(SinkOptions, options)
-    if not any(key.lower() == "url" for key in rest):
-        raise OptionError("url", None, "the endpoint's http:// or https:// URL (required)")
-    http, rest = parse_options(HttpOptions, rest)
-    if rest:
-        raise_unknown(rest, [SinkOptions, HttpOptions])
-    return HttpWriter(http, options=sink, **kwargs)
+    return cast(HttpWriter, SinkEntry("http", HttpWriter, HttpOptions).build(options, **kwargs))

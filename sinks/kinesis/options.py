@@ -307,6 +307,20 @@ class KinesisOptions(JsonOptions):
         text = self.partition_key_field or ""
         return tuple(part.strip() for part in text.split(",") if part.strip())
 
+    def core_defaults(self) -> Mapping[str, Any]:
+        """The Kinesis defaults of the core options: 500 records and 5 MiB a request
+        (raised to hold one record of the stream's maximum size), that record size."""
+        limit = self.max_record_size_in_bytes
+        return {
+            **KINESIS_SINK_DEFAULTS,
+            "max_record_size_in_bytes": limit,
+            "max_batch_size_in_bytes": max(DEFAULT_REQUEST_BYTES, limit),
+        }
+
+    def check_core(self, core: SinkOptions) -> None:
+        """Refuse core options above a PutRecords limit (see ``sink_options_for_kinesis``)."""
+        sink_options_for_kinesis(self, core)
+
     @property
     def stream(self) -> str:
         """The stream as the user named it (name or ARN), for messages."""

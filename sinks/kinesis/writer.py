@@ -14,21 +14,22 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any, Self
+from typing import Any, Self, cast
 
 from asyncsink.contract import Reconcile
 from asyncsink.durable.call_log import CallLog
 from asyncsink.errors import DestinationError
 from asyncsink.masking import mask_url
-from asyncsink.options import SinkOptions, parse_options, raise_unknown
+from asyncsink.options import SinkOptions
 from asyncsink.request import CallInfo, SubmitResult, current_call
 from asyncsink.writer import AsyncSinkWriter
 
+from ..registry import SinkEntry
 from ..web.redact import mask_in_logs, unmask_in_logs
 from .answers import read_put_records
 from .clients import ClientSettings, get_client
 from .errors import MaskedError, never_connected, translate_error
-from .options import DEFAULT_REQUEST_BYTES, KINESIS_SINK_DEFAULTS, KinesisOptions
+from .options import KinesisOptions
 from .options import sink_options_for_kinesis as _sink_options
 from .put_records import install, put_records
 from .reconcile import ReconcileSettings, StreamReconciler, acknowledged_detail
@@ -313,13 +314,5 @@ def create_writer(options: Mapping[str, Any], **kwargs: Any) -> KinesisWriter:
         OptionError: an unknown option (named, with the known ones), an invalid value, or
             a value above a PutRecords limit.
     """
-    kinesis, rest = parse_options(KinesisOptions, options)
-    defaults: dict[str, Any] = dict(KINESIS_SINK_DEFAULTS)
-    defaults["max_record_size_in_bytes"] = kinesis.max_record_size_in_bytes
-    defaults["max_batch_size_in_bytes"] = max(
-        DEFAULT_REQUEST_BYTES, kinesis.max_record_size_in_bytes
-    )
-    sink, rest = parse_options(SinkOptions, rest, defaults)
-    if rest:
-        raise_unknown(rest, [SinkOptions, KinesisOptions])
-    return KinesisWriter(kinesis, options=sink, **kwargs)
+    entry = SinkEntry("kinesis", KinesisWriter, KinesisOptions)
+    return cast(KinesisWriter, entry.build(options, **kwargs))

@@ -169,7 +169,8 @@ def test_spark_options_build_both_option_groups_case_insensitively() -> None:
     assert writer.options.max_record_size_in_bytes == 2 * MiB, "the stream's size is wired in"
     assert writer.options.max_batch_size_in_bytes == 5 * MiB
     assert writer.options.dead_letter == "/tmp/kinesis-dead-letters.jsonl"
-    assert sink_factory("kinesis") is create_writer
+    built = sink_factory("kinesis")({"streamName": "events", "maxBatchSize": "100"})
+    assert isinstance(built, KinesisWriter) and built.options.max_batch_size == 100
     assert sink_options("kinesis") is KinesisOptions
 
 

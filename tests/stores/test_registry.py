@@ -99,7 +99,7 @@ class _Other(_Custom):
 def test_register_store_adds_a_scheme_by_path_or_class(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(stores, "_registry", dict(stores._registry))
+    monkeypatch.setattr(stores, "_stores", stores._stores.copy())
     register_store("custom", f"{__name__}:_Custom")
     opened = open_store("custom://anything")
     assert isinstance(opened, _Custom) and opened.url == "custom://anything"  # type: ignore[attr-defined]
@@ -209,7 +209,7 @@ class _Checked(MemoryStore):
 def test_check_store_url_asks_a_registered_store_class_that_can_check(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(stores, "_registry", dict(stores._registry))
+    monkeypatch.setattr(stores, "_stores", stores._stores.copy())
     register_store("checked", _Checked)
     check_store_url("checked://good")
     with pytest.raises(ValueError, match=r"checked store URL 'checked://bad' refused: this"):
