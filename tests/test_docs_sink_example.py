@@ -18,6 +18,7 @@ import anyio
 import pytest
 
 from asyncsink import OptionError
+from asyncsink.sinks import registry
 from asyncsink.spark import SinkSpec
 from asyncsink.testing import Faults, FaultServer
 
@@ -125,11 +126,14 @@ def test_the_example_fails_fast_on_a_fatal_answer(example: Path, server: FaultSe
     assert "FatalError" in result.stderr and "HTTP 401" in result.stderr
 
 
-def test_the_spark_factory_builds_the_writer_from_spark_options(
-    example: Path, server: FaultServer
+def test_the_spark_module_registers_the_writer_with_a_required_url(
+    example: Path, server: FaultServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    factory: Any = importlib.import_module("webhook_spark").create_writer
-    writer = factory({"url": server.ingest_url, "maxBatchSize": "50"})
+    monkeypatch.setattr(registry, "_SINKS", registry._SINKS.copy())
+    importlib.import_module("webhook_spark").register()
+    # what foreach_batch("webhook", ...) checks on the driver, and a task builds
+    writer: Any = SinkSpec("webhook", {"url": server.ingest_url, "maxBatchSize": "50"}).build()
+    assert type(writer).__name__ == "SparkWebhookWriter"
     assert writer.url == server.ingest_url and writer.options.max_batch_size == 50
 
     async def deliver() -> None:
@@ -139,11 +143,17 @@ def test_the_spark_factory_builds_the_writer_from_spark_options(
 
     anyio.run(deliver)
     assert server.stats().unique_ids == 500
+    with pytest.raises(OptionError, match="option 'url' is required by the webhook sink"):
+        SinkSpec("webhook", {"maxBatchSize": "50"})
     with pytest.raises(OptionError, match="maxBatchSise"):
-        factory({"url": server.ingest_url, "maxBatchSise": "50"})
-    # what foreach_batch("webhook_spark:create_writer", ...) checks on the driver
-    spec = SinkSpec("webhook_spark:create_writer", {"url": server.ingest_url, "sinkId": "w"})
-    assert type(spec.build()).__name__ == "WebhookWriter"
+        SinkSpec("webhook", {"url": server.ingest_url, "maxBatchSise": "50"})
+
+
+def test_the_pages_complete_sink_is_the_example_program() -> None:
+    (block,) = [b for b in code_blocks("writing-a-sink.md") if "class CollectorWriter" in b]
+    program = (DOCS.parent / "examples" / "custom_sink.py").read_text(encoding="utf-8")
+    assert block == program
+    assert len(program.splitlines()) < 60
 
 
 def test_the_without_spark_example_delivers_once_and_a_rerun_sends_nothing(

@@ -1,17 +1,20 @@
-"""The docs' own writer ("Writing a sink"), run from Spark as the page
-says: through its factory and as a registered sink, rows read through Arrow (dicts)
-and rows read through ``df.rdd`` (``Row`` objects) alike reach the endpoint as JSON
+"""The docs' own writer ("Writing a sink"), run from Spark as the page says: as a
+registered sink, through foreach_partition and as a data source, rows read through Arrow
+(dicts) and rows converted by PySpark (``Row`` objects) alike reach the endpoint as JSON
 objects with their field names."""
 
 from __future__ import annotations
 
 import datetime as dt
+import importlib
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from asyncsink.sinks import register_sink, registry
+from asyncsink.sinks import registry
 from asyncsink.spark import foreach_partition, register_data_sources
 from asyncsink.testing import FaultServer
 from tests.test_docs_sink_example import code_blocks
@@ -22,16 +25,24 @@ pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
 
 @pytest.fixture(scope="module")
-def webhook(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The docs page's two modules, shipped to the Python workers; the factory's name."""
+def webhook(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The docs page's two modules, shipped to the Python workers, and its sink
+    registered (for this module's tests only); the sink's name."""
     folder: Path = tmp_path_factory.mktemp("readme-writer")
-    program, factory = code_blocks("writing-a-sink.md")[:2]
-    for name, code in (("webhook.py", program), ("webhook_spark.py", factory)):
+    program, spark_module = code_blocks("writing-a-sink.md")[:2]
+    for name, code in (("webhook.py", program), ("webhook_spark.py", spark_module)):
         (folder / name).write_text(code)
-    # The factory module first: the workers import it, and it imports the program.
     spark.sparkContext.addPyFile(str(folder / "webhook.py"))
     spark.sparkContext.addPyFile(str(folder / "webhook_spark.py"))
-    return "webhook_spark:create_writer"
+    sys.path.insert(0, str(folder))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(registry, "_SINKS", registry._SINKS.copy())
+        importlib.import_module("webhook_spark").register()
+        register_data_sources(spark)
+        yield "webhook"
+    sys.path.remove(str(folder))
+    for name in ("webhook", "webhook_spark"):
+        sys.modules.pop(name, None)
 
 
 def frame(spark: Any, *, with_timestamp: bool) -> Any:
@@ -56,13 +67,10 @@ def test_the_readme_writer_delivers_rows_with_their_field_names(
 def test_the_readme_writer_as_a_registered_sink_and_data_source(
     webhook: str, spark: Any, server: FaultServer
 ) -> None:
-    with pytest.MonkeyPatch.context() as patch:  # registered for this test only
-        patch.setattr(registry, "_SINKS", dict(registry._SINKS))
-        register_sink("webhook", webhook)
-        register_data_sources(spark)
-        df = frame(spark, with_timestamp=False)
-        df.write.format("asyncsink-webhook").option("url", server.ingest_url).mode("append").save()
+    df = frame(spark, with_timestamp=False)
+    df.write.format(f"asyncsink-{webhook}").option("url", server.ingest_url).mode("append").save()
     assert sorted(server.applied_ids()) == sorted(f"row-{i}" for i in range(ROWS))
+    assert server.stats().entries_received == ROWS
     assert server.stats().entries_rejected == 0
 
 

@@ -16,6 +16,8 @@ import botocore.session
 import orjson
 import pytest
 
+from asyncsink import OptionError
+from asyncsink.request import CallInfo, _current
 from asyncsink.sinks import registry
 from asyncsink.testing import ElasticsearchServer, FaultServer
 
@@ -65,11 +67,12 @@ def test_elasticsearch_backfill_indexes_by_id_and_a_rerun_sends_nothing(
 
 def test_custom_sink_is_a_data_source_with_a_required_option(spark: Any) -> None:
     example = load("custom_sink")
+    assert len((EXAMPLES / "custom_sink.py").read_text().splitlines()) < 60
     spark.sparkContext.addPyFile(str(EXAMPLES / "custom_sink.py"))
-    from asyncsink.spark import register_data_sources
+    from asyncsink.spark import foreach_batch, register_data_sources
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(registry, "_SINKS", dict(registry._SINKS))
+        patch.setattr(registry, "_SINKS", registry._SINKS.copy())
         example.register()
         register_data_sources(spark)
         rows = spark.range(600).selectExpr("id", "id % 3 AS kind")
@@ -77,11 +80,34 @@ def test_custom_sink_is_a_data_source_with_a_required_option(spark: Any) -> None
             rows.write.format("asyncsink-collector").option("endpoint", server.ingest_url).mode(
                 "append"
             ).save()
-            assert server.stats().entries_received == 600
-        with pytest.raises(Exception, match="endpoint"):
+            foreach_batch("collector", {"endpoint": server.ingest_url})(rows, 0)
+            assert server.stats().entries_received == 1200
+        with pytest.raises(Exception, match="option 'endpoint' is required by the collector"):
             rows.write.format("asyncsink-collector").mode("append").save()
-    writer = example.create_writer({"endpoint": "http://user:pw@127.0.0.1:9/x"})
+        with pytest.raises(OptionError, match="option 'endpoint' is required by the collector"):
+            foreach_batch("collector", {"statusUrl": "http://127.0.0.1:9/{key}"})
+    writer = example.CollectorWriter(example.CollectorOptions(endpoint="http://u:pw@h:9/x"))
     assert "pw" not in writer.describe_destination()
+
+
+@pytest.mark.anyio
+async def test_custom_sink_reconciles_a_call_by_its_key() -> None:
+    example = load("custom_sink")
+    with FaultServer(in_thread=True) as server:
+        own = example.CollectorOptions(
+            endpoint=server.ingest_url, status_url=server.url + "/_control/status/{key}"
+        )
+        writer = example.CollectorWriter(own)
+        sent = CallInfo(0, "key-sent", "scope", range(0, 2))
+        token = _current.set(sent)
+        try:
+            await writer.submit_request_entries([b'{"id": 1}', b'{"id": 2}'])
+        finally:
+            _current.reset(token)
+        assert await writer.reconcile(sent) == [0, 1]
+        assert await writer.reconcile(CallInfo(1, "key-lost", "scope", range(2, 4))) == []
+        no_status = example.CollectorWriter(example.CollectorOptions(endpoint=server.ingest_url))
+        assert await no_status.reconcile(sent) is None
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 def poster(spark: Any) -> Iterator[str]:
     """The sink ``poster``, registered for this module's tests only."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(registry, "_SINKS", dict(registry._SINKS))
+        patch.setattr(registry, "_SINKS", registry._SINKS.copy())
         register_sink(
             "poster", "tests.spark.fourth_sink:create_writer", "tests.spark.fourth_sink:PostOptions"
         )
