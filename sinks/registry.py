@@ -71,11 +71,14 @@ class SinkEntry:
         """
         return split_options(self.load_options(), raw, owner=f"the {self.name} sink")
 
-    def takes_mappings(self) -> bool:
-        """Whether the writer converts a dict of a row's fields as it converts the ``Row``
-        (its class says ``takes_mappings``; a factory's writer is not known here)."""
+    def takes_mappings(self, own: Options | None = None) -> bool:
+        """Whether the writer converts a dict of a row's fields as it converts the ``Row``:
+        its class says so in ``takes_mappings``, and its options ``own`` may say not (a
+        ``takes_mappings`` of theirs); a factory's writer is not known here."""
         writer = self.load_writer()
-        return _is_writer_class(writer) and bool(writer.takes_mappings)
+        if not (_is_writer_class(writer) and writer.takes_mappings is True):
+            return False
+        return bool(getattr(own, "takes_mappings", True))
 
     def build(self, raw: Mapping[str, Any], **kwargs: Any) -> AsyncSinkWriter[Any, Any]:
         """A writer (not opened) from the Spark options ``raw``; ``kwargs`` go to the

@@ -131,9 +131,10 @@ class SinkSpec:
         object.__setattr__(self, "durable", durable)
         object.__setattr__(self, "writer_options", rest)
         self._check_names()
+        own = None
         if self._option_groups() is not None:  # checked now, on the driver; nothing is built
-            self._entry.parse(rest)
-        object.__setattr__(self, "reads_mappings", self._entry.takes_mappings())
+            own, _ = self._entry.parse(rest)
+        object.__setattr__(self, "reads_mappings", self._entry.takes_mappings(own))
 
     durable: DurableOptions = field(init=False, repr=False, compare=False)
     writer_options: Mapping[str, Any] = field(init=False, repr=False, compare=False)

@@ -220,6 +220,12 @@ class HttpOptions(ClientOptions, JsonOptions):
             raise OptionError("contentType", self.content_type, "a media type in ASCII")
 
     @property
+    def takes_mappings(self) -> bool:
+        """Whether rows may reach the writer as dicts of their fields: not for a user's
+        ``entryEncoder``, which may expect a ``Row``."""
+        return self.entry_encoder is None
+
+    @property
     def header_map(self) -> Mapping[str, str]:
         """The extra request headers, parsed."""
         headers = self.headers

@@ -61,6 +61,7 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
 
     sink_name = "http"
     reconciliation = Reconcile.BY_CALL  # asks reconcileUrl, when set
+    takes_mappings = True  # unless a user's entryEncoder is given (HttpOptions says)
 
     logger_names: ClassVar[tuple[str, ...]] = (log.name,)
 
@@ -78,7 +79,7 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
         encoder: EntryEncoder = http.entry_encoder or self._json
         self._encode = encoder
         self._custom_encoder = http.entry_encoder is not None
-        self.takes_mappings = not self._custom_encoder  # a user's encoder may want a Row
+        self.takes_mappings = http.takes_mappings
         fmt = http.body_format
         self._frame: BodyEncoder = (
             fmt if callable(fmt) else frame_ndjson if fmt == "ndjson" else frame_json
