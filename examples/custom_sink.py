@@ -6,7 +6,7 @@ from typing import Any
 import httpx
 import orjson
 
-from asyncsink import AsyncSinkWriter, FatalError, RetryableError, current_call
+from asyncsink import AsyncSinkWriter, FatalError, Reconcile, RetryableError, current_call
 from asyncsink.masking import mask_url
 from asyncsink.options import Options, option
 from asyncsink.sinks import register_sink
@@ -20,6 +20,7 @@ class CollectorOptions(Options):
 
 class CollectorWriter(AsyncSinkWriter[Any, bytes]):
     takes_mappings = True  # rows read through Arrow arrive as dicts
+    reconciliation = Reconcile.BY_CALL  # it has a reconcile: a lost call is asked about
 
     def __init__(self, own: CollectorOptions, **kwargs: Any) -> None:
         super().__init__(**kwargs)  # options=..., call_log=...
