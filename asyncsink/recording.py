@@ -29,11 +29,13 @@ class CallRecorder(Protocol):
     ``persistent`` says whether ``sync`` writes anything. ``completed`` (the scope was
     completed by an earlier run: nothing is sent) and ``recovering`` (replayed entries
     are still expected) are read after ``open``. ``changes`` counts what was recorded
-    so far: a mark for ``sync(through=...)``.
+    so far: a mark for ``sync(through=...)``. ``ahead`` says whether the writer records
+    requests before they can leave (``asyncsink.ahead``).
     """
 
     scope_name: str
     persistent: bool
+    ahead: bool
     completed: bool
     recovering: bool
     needs_sync: bool
@@ -100,6 +102,7 @@ class NoRecords:
     recovering = False
     needs_sync = False
     changes = 0
+    ahead = False
 
     def __init__(self) -> None:
         self.scope_name = f"writer-{uuid.uuid4()}"

@@ -14,25 +14,46 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Generic, NamedTuple, TypeVar, cast
 
 from .buffer import Run
-from .errors import FencedError
+from .errors import FatalError, FencedError, describe
+from .recording import CallRecorder
 from .request import CallInfo, SubmitResult, _current, as_result
 
-__all__ = ["Call", "Ending", "error_type", "is_stray", "send"]
+__all__ = ["Call", "Ending", "error_type", "is_stray", "record_call", "send"]
 
 E = TypeVar("E")
 
 
 class Call(Generic[E]):
-    """A request of the writer: its call, its entries, when it was started and sent."""
+    """A request of the writer: its call, its entries, when it was started and sent, and
+    the call log's mark (``changes``) once its record was queued."""
 
-    __slots__ = ("info", "run", "sent", "settled", "started")
+    __slots__ = ("info", "recorded", "run", "sent", "settled", "started")
 
-    def __init__(self, info: CallInfo, run: Run[E], started: float) -> None:
+    def __init__(self, info: CallInfo, run: Run[E], started: float, recorded: int = 0) -> None:
         self.info = info
         self.run = run
         self.started = started
         self.sent = started  # when the request left
         self.settled = False
+        self.recorded = recorded
+
+
+def record_call(log: CallRecorder, run: Run[E], pinned: CallInfo | None, now: float) -> Call[E]:
+    """The call of ``run``, recorded in ``log``: a new call, or ``pinned`` sent again
+    (its record notes when, durable with the sync before it leaves).
+
+    Raises:
+        FatalError: the entries cannot be recorded (``serialize_entry`` failed).
+    """
+    if pinned is not None:
+        info = log.sending_again(pinned)
+    else:
+        try:
+            info = log.new_call(run.seqs, run.entries)
+        except Exception as exc:
+            fatal = FatalError(f"recording a request of {len(run)} entries failed: {describe(exc)}")
+            raise fatal from exc
+    return Call(info, run, now, log.changes)
 
 
 class Ending(NamedTuple):

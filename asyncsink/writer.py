@@ -23,9 +23,11 @@ import logging
 import time
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
 
+from .ahead import Ahead
 from .buffer import RequestBuffer
 from .congestion import Congestion, CongestionStrategy
 from .connections import mark_reached
@@ -45,7 +47,7 @@ from .recording import CallRecorder, NoRecords
 from .recovery import Recovery
 from .request import SubmitResult
 from .retry import RetryPolicy
-from .sending import Call, error_type, is_stray, send
+from .sending import Call, error_type, is_stray, record_call, send
 from .stats import Tally, WriterStatistics
 from .tasks import Progress, Tasks, Timer, finish
 from .telemetry import NoMetrics, WriterMetrics, sink_attributes, writer_metrics
@@ -99,6 +101,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         self._state = _State.NEW
         self._buffer: RequestBuffer[EntryT] = RequestBuffer()
         self._calls: dict[int, Call[EntryT]] = {}
+        self._ahead: Ahead[EntryT] = Ahead(self._log.ahead)
         self._in_flight_entries = 0
         self._congestion: CongestionStrategy = Congestion(options)
         self._retry = RetryPolicy(options, self.classify_error, self.describe_destination)
@@ -343,7 +346,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         self._flushing += 1
         try:
             self._pump()
-            while self._buffer or self._calls or self._recovery.looking_up:
+            while self._buffer or self._calls or self._ahead or self._recovery.looking_up:
                 await self._wait_for_progress()
         finally:
             self._flushing -= 1
@@ -368,44 +371,48 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
     # ------------------------------------------------------------------ dispatching
 
     def _pump(self) -> bool:
-        """Start as many requests as the limits allow and the buffer warrants."""
+        """Start as many requests as the limits allow and the buffer warrants, those
+        recorded ahead first; while none may start, record full batches ahead."""
         if self._state is not _State.OPEN or self._fatal is not None:
             return False
         started = False
-        buffer, calls, congestion = self._buffer, self._calls, self._congestion
-        while buffer:
+        buffer, calls, congestion, ahead = self._buffer, self._calls, self._congestion, self._ahead
+        while buffer or ahead:
             limit = congestion.capacity(len(calls), self._in_flight_entries)
-            if limit == 0:
-                break
             now = self._clock = time.monotonic()
-            oldest = buffer.oldest_fresh()
-            send_fresh = oldest is not None and (
-                self._flushing > 0
-                or buffer.fresh_count >= limit
-                or buffer.fresh_bytes >= self._max_bytes
-                or buffer.count >= self._max_buffered
-                or oldest + self._max_time_in_buffer <= now
-            )
-            if not send_fresh and not buffer.has_ready_retry(now):
-                break
-            run, pinned = buffer.take(limit, self._max_bytes, now, include_fresh=send_fresh)
-            if run is None:
-                break
-            if pinned is not None:
-                info = self._log.sending_again(pinned)  # durable with the sync before it leaves
+            if limit and ahead:
+                call = ahead.pop(now)
             else:
+                batch, depth = congestion.batch_limit(), congestion.limit
+                early = limit == 0 and ahead.wants(buffer, batch, depth, now)
+                limit = batch if early else limit
+                if limit == 0:
+                    break
+                oldest = buffer.oldest_fresh()
+                send_fresh = oldest is not None and (
+                    early
+                    or self._flushing > 0
+                    or buffer.fresh_count >= limit
+                    or buffer.fresh_bytes >= self._max_bytes
+                    or buffer.count >= self._max_buffered
+                    or oldest + self._max_time_in_buffer <= now
+                )
+                if not send_fresh and not buffer.has_ready_retry(now):
+                    break
+                run, pinned = buffer.take(limit, self._max_bytes, now, include_fresh=send_fresh)
+                if run is None:
+                    break
                 try:
-                    info = self._log.new_call(run.seqs, run.entries)
-                except Exception as exc:  # serialize_entry failed: nothing can be recorded
-                    fatal = FatalError(
-                        f"recording a request of {len(run)} entries failed: {describe(exc)}"
-                    )
-                    fatal.__cause__ = exc
+                    call = record_call(self._log, run, pinned, now)
+                except FatalError as fatal:
                     self._fail(fatal)
                     return started
-            call = Call(info, run, now)
-            calls[info.call_id] = call
-            self._in_flight_entries += len(run.entries)
+                if early:
+                    ahead.add(call)
+                    self._schedule_save()
+                    continue
+            calls[call.info.call_id] = call
+            self._in_flight_entries += len(call.run.entries)
             self._tasks.spawn(self._send, call)
             started = True
         if started:
@@ -427,7 +434,8 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
 
     async def _send(self, call: Call[EntryT]) -> None:
         try:
-            ending = await send(call, self.submit_request_entries, self._log.sync, self._timeout)
+            sync = partial(self._log.sync, call.recorded)  # its own record, not those after
+            ending = await send(call, self.submit_request_entries, sync, self._timeout)
             if ending.late:  # the sink ignored the timeout; its answer is still the truth
                 self._tally.counts["late_responses"] += 1
             self._settle(call, ending.result, ending.error, ending.timed_out)
@@ -462,20 +470,18 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
             assert result is not None
             in_flight = len(self._calls) + 1
             self._apply(self._outcomes.answered(call, result, now, in_flight), call)
-        # A request started now writes the outcome with its own record, before it leaves;
-        # without one, a task of its own writes it.
-        started = self._pump()
-        if (
-            self._log.persistent
-            and not started
-            and not self._log_sync_scheduled
-            and self._state is _State.OPEN
-        ):
-            self._log_sync_scheduled = True
-            self._tasks.spawn(self._save_outcomes)
+        self._pump()
+        self._schedule_save()
         self._timer.wake_if_blocked()
         self._metrics.update()
         self._progress.signal()
+
+    def _schedule_save(self) -> None:
+        """Write what was recorded (outcomes, calls recorded ahead) in a task of its own,
+        together with whatever is recorded meanwhile."""
+        if self._log.persistent and not self._log_sync_scheduled and self._state is _State.OPEN:
+            self._log_sync_scheduled = True
+            self._tasks.spawn(self._save_outcomes)
 
     async def _save_outcomes(self, *, on_abort: bool = False) -> None:
         """Persist the terminal records of calls that just settled, together (one store
@@ -561,7 +567,8 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         itself at this moment (in-flight requests count as unsent)."""
         entries: list[tuple[int, EntryT]] = []
         looking_up = self._recovery.looking_up.values()
-        for run in (*(call.run for call in self._calls.values()), *looking_up):
+        calls = (*self._calls.values(), *self._ahead)
+        for run in (*(call.run for call in calls), *looking_up):
             entries.extend(zip(run.seqs, run.entries, strict=True))
         entries.extend(self._buffer)
         return WriterSnapshot(tuple(entries), self._next_seq)
@@ -591,7 +598,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
             dead_lettered=self._dead_letters.count,
             **self._log.statistics(),
             failed=self._retry.exhausted,
-            buffered=len(self._buffer),
+            buffered=len(self._buffer) + self._ahead.entries(),  # recorded ahead: not sent
             in_flight=self._in_flight_entries + sum(map(len, looking_up)),
             window=self._congestion.window,
             in_flight_limit=self._congestion.limit,

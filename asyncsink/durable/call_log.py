@@ -90,6 +90,7 @@ class CallLog:
         self.store = store
         self.scope = scope
         self.persistent = True
+        self.ahead = store.records_ahead  # whether the writer records requests ahead
         self.scope_name = str(scope)
         self.epoch = 0
         self.completed = False

@@ -109,9 +109,12 @@ class RecordStore(abc.ABC):
     - Once ``put`` or ``complete`` returned, the change survives a crash of the process.
 
     A store whose ``verify`` checks something declares it: ``verifies = True``.
+    ``records_ahead`` says a writer records requests before they can leave
+    (``asyncsink.ahead``): worth it where a write takes milliseconds, as over a network.
     """
 
     verifies: ClassVar[bool] = False
+    records_ahead: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)

@@ -143,6 +143,7 @@ class PostgreSQLStore(RecordStore):
     """
 
     verifies = True  # connects and checks its tables
+    records_ahead = True  # a put is a round trip and a commit: requests do not wait for it
 
     def __init__(
         self,

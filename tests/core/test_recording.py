@@ -36,7 +36,7 @@ class Spy(NoRecords):
     ) -> None:
         self.events.append(("result", tuple(sorted(acked))))
 
-    async def sync(self) -> None:
+    async def sync(self, through: int | None = None) -> None:
         self.events.append(("sync", None))
 
     def finish_input(self, entries: int) -> None:
