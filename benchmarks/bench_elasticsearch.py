@@ -2,8 +2,8 @@
 
 The sides index the same documents (~85 bytes of JSON each, ``make_entries`` of the HTTP
 benchmark) in ``_bulk`` requests of 500 into the Elasticsearch-compatible test endpoint
-(``ElasticsearchServer``, in its own process, on 127.0.0.1, no faults), first with 20 ms of
-server latency per request, then with none:
+(``ElasticsearchServer`` of ``tests/servers/elasticsearch``, in its own process, on
+127.0.0.1, no faults), first with 20 ms of server latency per request, then with none:
 
 - asyncsink: the Elasticsearch sink (``asyncsink.sinks.elasticsearch.create_writer``) with its
   defaults (16 requests in flight, AIMD rate limiting, per-item results read from each
@@ -73,7 +73,9 @@ from sides import (
 )
 
 from asyncsink.sinks.elasticsearch import create_writer
-from asyncsink.testing.es_server import ElasticsearchServer, EsFaults
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the emulator lives in tests/
+from tests.servers.elasticsearch import ElasticsearchServer, EsFaults
 
 BATCH = 500
 INDEX = "bench"

@@ -1,8 +1,9 @@
 """A batch backfill to Elasticsearch, with document ids taken from the rows.
 
-Run it: python examples/elasticsearch_backfill.py
-It starts a local Elasticsearch-compatible endpoint and a local Spark session. It runs
-the backfill twice: the second run, with the same batch id, sends nothing again.
+Run it from a source checkout: python examples/elasticsearch_backfill.py
+It starts the Elasticsearch emulator of the repository's tests (tests/servers/elasticsearch)
+and a local Spark session. It runs the backfill twice: the second run, with the same batch
+id, sends nothing again.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ def orders_frame(spark: Any, rows: int) -> Any:
 def main() -> int:
     from pyspark.sql import SparkSession
 
-    from asyncsink.testing import ElasticsearchServer
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository's root
+    from tests.servers.elasticsearch import ElasticsearchServer
 
     spark = SparkSession.builder.master("local[2]").getOrCreate()
     store = f"sqlite://{Path(tempfile.mkdtemp()) / 'records.db'}"

@@ -57,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("http", "kinesis", "elasticsearch"),
         default="http",
         help="where rows go: the fault-injecting HTTP endpoint (default), a local Kinesis "
-        "emulator, or the local Elasticsearch-compatible endpoint",
+        "emulator, or the local Elasticsearch emulator (both from a source checkout)",
     )
     add(
         "--rows",

@@ -1,15 +1,21 @@
 """The local destinations the demo delivers to and reads back from: the fault-injecting
-HTTP endpoint, a kinesalite Kinesis emulator, the Elasticsearch-compatible test endpoint."""
+HTTP endpoint, a kinesalite Kinesis emulator, the Elasticsearch emulator of the tests.
+
+Neither emulator is part of the package: like kinesalite, the Elasticsearch emulator is
+found in the source checkout the package runs from (``tests/servers/elasticsearch``)."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import orjson
@@ -129,11 +135,16 @@ server.listen(0, '127.0.0.1', () => {
 """
 
 
+def _checkout_root() -> Path:
+    """The source checkout this package runs from, if it runs from one (an editable install)."""
+    return Path(__file__).resolve().parents[2]
+
+
 def _kinesalite_package() -> Path | None:
     configured = os.environ.get("ASYNCSINK_KINESALITE")
     candidates = [Path(configured)] if configured else []
-    root = Path(__file__).resolve().parents[2]
-    candidates.append(root / "tests" / "servers" / "node" / "node_modules" / "kinesalite")
+    node_modules = _checkout_root() / "tests" / "servers" / "node" / "node_modules"
+    candidates.append(node_modules / "kinesalite")
     return next((path for path in candidates if (path / "package.json").is_file()), None)
 
 
@@ -230,9 +241,22 @@ class _KinesisDestination(Destination):
         return _tally(ids, rows, lines)
 
 
+def _elasticsearch_emulator() -> ModuleType:
+    root = _checkout_root()
+    if not (root / "tests" / "servers" / "elasticsearch" / "__init__.py").is_file():
+        raise DemoUnavailable(
+            "the elasticsearch demo needs the Elasticsearch emulator of the tests, which is "
+            "not part of the installed package: run the demo from a source checkout "
+            "(git clone, then scripts/demo --sink elasticsearch)"
+        )
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))  # so the emulator's spawned process imports it too
+    return importlib.import_module("tests.servers.elasticsearch")
+
+
 class _ElasticsearchDestination(Destination):
     name = "elasticsearch"
-    description = "the local Elasticsearch-compatible endpoint"
+    description = "the local Elasticsearch emulator (tests/servers/elasticsearch)"
     guarantee = (
         "each row stored once: document ids derive from the durable scope and the row's "
         "position, so a re-sent row overwrites its own document"
@@ -246,18 +270,17 @@ class _ElasticsearchDestination(Destination):
             raise DemoUnavailable(
                 f"the elasticsearch sink is not available in this installation ({exc})"
             ) from exc
+        self.emulator = _elasticsearch_emulator()
         self.server: Any = None
 
     def start(self, settings: DemoSettings, workdir: Path) -> None:
-        from ..testing.es_server import ElasticsearchServer, EsFaults
-
-        faults = EsFaults(
+        faults = self.emulator.EsFaults(
             latency_ms=settings.latency_ms,
             request_throttle_rate=settings.throttle_rate,
             request_unavailable_rate=settings.error_rate,
             item_throttle_rate=settings.partial_failure_rate,
         )
-        self.server = ElasticsearchServer(faults).start()
+        self.server = self.emulator.ElasticsearchServer(faults).start()
 
     def stop(self) -> None:
         if self.server is not None:

@@ -43,8 +43,8 @@ from asyncsink.sinks.elasticsearch import (
 from asyncsink.sinks.elasticsearch.results import error_for_response, held_by_mget, read_bulk_items
 from asyncsink.sinks.web.redact import Redactor
 from asyncsink.stores.memory import MemoryStore
-from asyncsink.testing.es_server import ElasticsearchServer, EsFaults
 from tests.durable.harness import Crash
+from tests.servers.elasticsearch import ElasticsearchServer, EsFaults
 from tests.sinks.web_doubles import mocked_web
 
 pytestmark = pytest.mark.anyio

@@ -23,7 +23,7 @@ from asyncsink.sinks.web.aiohttp_transport import AiohttpTransport
 from asyncsink.sinks.web.httpx_transport import HttpxTransport
 from asyncsink.sinks.web.transport import Answer, Request, Transport
 from asyncsink.testing import FaultServer
-from asyncsink.testing.es_server import ElasticsearchServer
+from tests.servers.elasticsearch import ElasticsearchServer
 from tests.sinks.test_kinesis import (  # noqa: F401 - fixtures
     StreamFactory,
     admin,

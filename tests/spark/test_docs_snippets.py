@@ -19,7 +19,8 @@ import botocore.session
 import orjson
 import pytest
 
-from asyncsink.testing import ElasticsearchServer, FaultServer
+from asyncsink.testing import FaultServer
+from tests.servers.elasticsearch import ElasticsearchServer
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 

@@ -19,7 +19,8 @@ import pytest
 from asyncsink import OptionError
 from asyncsink.request import CallInfo, _current
 from asyncsink.sinks import registry
-from asyncsink.testing import ElasticsearchServer, FaultServer
+from asyncsink.testing import FaultServer
+from tests.servers.elasticsearch import ElasticsearchServer
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 

@@ -35,10 +35,10 @@ from urllib.parse import unquote
 
 import orjson
 
-from .es_errors import EsRequestError, error_body, index_not_found
-from .es_http import DropConnection, HttpRequest, HttpResponse
-from .es_model import EsFaults, EsStats
-from .es_store import EsStore
+from .errors import EsRequestError, error_body, index_not_found
+from .http_server import DropConnection, HttpRequest, HttpResponse
+from .model import EsFaults, EsStats
+from .store import EsStore
 
 __all__ = ["PRODUCT_HEADERS", "EsApp"]
 

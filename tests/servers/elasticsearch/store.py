@@ -4,7 +4,7 @@ Sources are kept as the JSON bytes the client sent and embedded into responses a
 so storing and returning a document costs no re-encoding. Every write is visible at once
 (``refresh`` does nothing) and ``_primary_term`` is always 1. Writing to a missing index
 creates it; a ``delete`` in a missing index is a 404 item. Field kinds are checked by
-:mod:`asyncsink.testing.es_mapping` (400 ``mapper_parsing_exception``); a source with
+:mod:`tests.servers.elasticsearch.mapping` (400 ``mapper_parsing_exception``); a source with
 ``"_bad": true`` at its top level is always refused with 400 ``document_parsing_exception``.
 """
 
@@ -17,15 +17,15 @@ from typing import Any
 
 import orjson
 
-from .es_errors import (
+from .errors import (
     EsRequestError,
     index_not_found,
     item_failure,
     missing_index_cause,
     raise_validation,
 )
-from .es_mapping import MARKER_FIELD, index_name_problem, mapping_problem
-from .es_ndjson import parse_bulk
+from .mapping import MARKER_FIELD, index_name_problem, mapping_problem
+from .ndjson import parse_bulk
 
 __all__ = ["EsStore"]
 

@@ -1,4 +1,4 @@
-"""A small HTTP/1.1 server on asyncio streams, the transport of the test endpoints.
+"""A small HTTP/1.1 server on asyncio streams, the transport of the Elasticsearch test endpoint.
 
 It speaks just enough HTTP/1.1 for real clients (httpx, aiohttp, urllib3): keep-alive,
 requests one after another on a connection, ``Content-Length`` and chunked request bodies,

@@ -10,7 +10,7 @@ from typing import Any, NoReturn
 
 import orjson
 
-from .es_errors import EsRequestError, raise_validation
+from .errors import EsRequestError, raise_validation
 
 __all__ = ["BulkOp", "parse_bulk"]
 

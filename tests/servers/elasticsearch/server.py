@@ -1,12 +1,13 @@
 """An Elasticsearch-compatible test endpoint with fault injection and exact accounting.
 
 No Elasticsearch server can run in the test environment, so tests, benchmarks and the demo
-use this one. It is good enough for the official ``elasticsearch`` client (the product check,
-compatibility media types, ``bulk``, ``mget``, ``count``, ``get``, the bulk helpers) and for
-testing a sink's retries, duplicates and bad records: per-item 429/503, whole-request
-429/503, hangs, resets after the work was applied, mapping errors, auth failures, all
-seeded and changeable at run time (:class:`EsFaults`), and counters that say what the
-destination really received (:class:`EsStats`).
+(from a source checkout) use this one. It lives with the tests, not in the ``asyncsink``
+package, since nothing in production needs it. It is good enough for the official
+``elasticsearch`` client (the product check, compatibility media types, ``bulk``, ``mget``,
+``count``, ``get``, the bulk helpers) and for testing a sink's retries, duplicates and bad
+records: per-item 429/503, whole-request 429/503, hangs, resets after the work was applied,
+mapping errors, auth failures, all seeded and changeable at run time (:class:`EsFaults`), and
+counters that say what the destination really received (:class:`EsStats`).
 
 ::
 
@@ -18,11 +19,11 @@ destination really received (:class:`EsStats`).
 By default the server runs in a child process (``spawn``), so its CPU does not compete with
 the client for one GIL; ``in_thread=True`` runs it on a thread of this process, cheaper for
 unit tests. Either way it is reached over HTTP on loopback, and the Python methods below use
-the ``/_control/...`` endpoints. Endpoint details: :mod:`asyncsink.testing.es_app`; document
-rules: :mod:`asyncsink.testing.es_store`.
+the ``/_control/...`` endpoints. Endpoint details: :mod:`tests.servers.elasticsearch.app`;
+document rules: :mod:`tests.servers.elasticsearch.store`.
 
-Command line: ``python -m asyncsink.testing.es_server --port 0 --latency-ms 5`` prints the URL
-and serves until interrupted.
+Command line, from the repository's root: ``python -m tests.servers.elasticsearch --port 0
+--latency-ms 5`` prints the URL and serves until interrupted.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ import gc
 import http.client
 import multiprocessing
 import signal
-import sys
 import threading
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
@@ -45,9 +45,9 @@ from urllib.parse import quote
 
 import orjson
 
-from .es_app import PRODUCT_HEADERS, EsApp
-from .es_http import HttpServer
-from .es_model import EsFaults, EsStats
+from .app import PRODUCT_HEADERS, EsApp
+from .http_server import HttpServer
+from .model import EsFaults, EsStats
 
 __all__ = ["ElasticsearchServer", "EsFaults", "EsStats", "main"]
 
@@ -328,7 +328,7 @@ async def _serve_until_cancelled(host: str, port: int, faults: EsFaults) -> None
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: serve until interrupted, printing the URL first."""
     parser = argparse.ArgumentParser(
-        prog="python -m asyncsink.testing.es_server",
+        prog="python -m tests.servers.elasticsearch",
         description="Serve an Elasticsearch-compatible test endpoint until interrupted.",
     )
     parser.add_argument("--host", default="127.0.0.1")
@@ -357,7 +357,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_serve_until_cancelled(host, port, faults))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

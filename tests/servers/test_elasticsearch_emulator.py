@@ -18,9 +18,9 @@ import orjson
 import pytest
 from elasticsearch import AsyncElasticsearch, Elasticsearch, helpers
 
-import asyncsink.testing.es_server as es_server_module
-from asyncsink.testing.es_server import ElasticsearchServer, EsFaults, EsStats
+from tests.servers.elasticsearch import ElasticsearchServer, EsFaults, EsStats
 
+ROOT = Path(__file__).resolve().parents[2]
 NDJSON = {"content-type": "application/x-ndjson"}
 
 
@@ -650,18 +650,16 @@ def test_faults_are_validated_and_hide_credentials() -> None:
 
 
 def test_command_line_prints_url_and_serves_until_interrupted() -> None:
-    root = Path(es_server_module.__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": str(root)}
     command = [
         sys.executable,
         "-m",
-        "asyncsink.testing.es_server",
+        "tests.servers.elasticsearch",
         "--port",
         "0",
         "--latency-ms",
         "5",
     ]
-    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env) as process:
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=ROOT) as process:
         try:
             assert process.stdout is not None
             url = process.stdout.readline().strip()
