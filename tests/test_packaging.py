@@ -6,7 +6,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 
@@ -102,6 +102,21 @@ def test_the_sinks_install_as_asyncsink_sinks_from_the_top_level_folder(
     packages = {name.rsplit("/", 1)[0].replace("/", ".") for name in wheel_names
                 if name.endswith("/__init__.py")}  # fmt: skip
     assert packages == _packages_on_disk(), "pyproject.toml's packages list misses a folder"
+
+
+@pytest.mark.timeout(300)
+def test_the_wheel_holds_the_fault_server_but_no_emulator(wheel_names: list[str]) -> None:
+    """The demo needs the fault-injecting endpoint; nothing in production needs an emulator
+    of a third-party system, so the Elasticsearch one stays in tests/servers."""
+    assert "asyncsink/testing/fault_server.py" in wheel_names
+    emulators = [
+        name
+        for name in wheel_names
+        if PurePosixPath(name).name.startswith("es_")
+        or ("elasticsearch" in name and not name.startswith("asyncsink/sinks/elasticsearch/"))
+        or name.startswith("tests/")
+    ]
+    assert emulators == []
 
 
 def test_an_editable_install_imports_the_sinks_from_the_top_level_folder() -> None:
