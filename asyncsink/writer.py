@@ -470,8 +470,10 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
             assert result is not None
             in_flight = len(self._calls) + 1
             self._apply(self._outcomes.answered(call, result, now, in_flight), call)
-        self._pump()
-        self._schedule_save()
+        # A request started now writes the outcome with its own record, unless its record
+        # was written ahead; without one, a task of its own writes it.
+        if not self._pump() or self._ahead.enabled:
+            self._schedule_save()
         self._timer.wake_if_blocked()
         self._metrics.update()
         self._progress.signal()
