@@ -35,9 +35,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import anyio
 import orjson
 
+from ..durable.blocking import run_blocking
 from ..durable.calls import FN_PREFIX, decode_fn_record
 from ..durable.completion import BATCH_KEY, SUMMARY_KEY, CompletedBatch, ScopeSummary
 from ..durable.records import decode_record, load_json_object, to_ranges
@@ -195,7 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return await command(store, args)
 
     try:
-        code = anyio.run(run)
+        code = run_blocking(run, name=f"asyncsink records {args.command}")
         sys.stdout.flush()  # here, where a reader gone away can be told from a failure
     except (DurableError, ValueError) as exc:
         return _error(str(exc), 1)

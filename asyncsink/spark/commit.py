@@ -33,8 +33,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
-
+from ..durable.blocking import run_blocking
 from ..durable.completion import ScopeSummary, complete_batch
 from ..errors import SparkSetupError
 from ..stats import WriterStatistics
@@ -303,7 +302,8 @@ def commit_run(
         return total
     summaries = [result.summary for result in results if result.summary is not None]
     if summaries or identity.fresh or not stream:  # an empty batch write is recorded too
-        anyio.run(_complete, spec, identity, summaries, completed_by, stream, len(results))
+        run_blocking(_complete, spec, identity, summaries, completed_by, stream, len(results),
+                     name="completing the run's scopes")  # fmt: skip
     if total.skipped:
         skipping = [
             result.summary.scope
@@ -335,7 +335,8 @@ def drop_failed_run(spec: SinkSpec, identity: RunIdentity) -> None:
     if sink_id is None:
         return
     try:
-        anyio.run(_fence_run, spec.durable.store_url, sink_id, identity)
+        run_blocking(_fence_run, spec.durable.store_url, sink_id, identity,
+                     name="fencing a failed run")  # fmt: skip
     except Exception as exc:
         log.warning(
             "%s: a failed write's attempts could not be fenced, nor its records dropped if "

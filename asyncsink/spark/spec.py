@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from asyncsink.sinks.registry import SinkEntry, sink_entry
 
+from ..durable.blocking import run_blocking
 from ..errors import DurableError, OptionError
 from ..masking import mask_url
 from ..options import Options, SinkOptions, option, option_specs, parse_options, raise_unknown
@@ -26,6 +27,8 @@ from ..stores.urls import parse_sqlite_url
 from ..writer import AsyncSinkWriter
 
 __all__ = ["DurableOptions", "SinkSpec", "is_local_master", "master_of", "store_for_spark"]
+
+VERIFY_TIMEOUT_S = 120.0  # checking the record store on the driver, before any task
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
@@ -332,8 +335,6 @@ def _verify(url: str) -> None:
     Raises:
         OptionError: it cannot serve.
     """
-    import anyio
-
     store = open_store(url)
     if not store.verifies:
         return  # nothing to check before it is used
@@ -343,8 +344,8 @@ def _verify(url: str) -> None:
             await store.verify()
 
     try:
-        anyio.run(verify)
-    except DurableError as exc:
+        run_blocking(verify, name="checking the record store", timeout=VERIFY_TIMEOUT_S)
+    except (DurableError, TimeoutError) as exc:
         raise OptionError(
             "recordStore",
             "",
