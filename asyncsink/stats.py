@@ -9,10 +9,19 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import html
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-__all__ = ["LatencyHistogram", "RequestSizes", "Tally", "WriterStatistics"]
+__all__ = [
+    "LatencyHistogram",
+    "RequestSizes",
+    "Tally",
+    "WriterStatistics",
+    "batches_html",
+    "batches_text",
+]
 
 # Bucket upper bounds in milliseconds: 0.25 ms .. ~8.4 min, each 25% above the last.
 _BOUNDS: tuple[float, ...] = tuple(0.25 * 1.25**i for i in range(76))
@@ -161,6 +170,75 @@ class WriterStatistics:
             f"{self.requests} requests ({self.requests_failed} failed, {self.throttled} "
             f"throttled, {self.timeouts} timed out), {self.bytes_sent} bytes{latency}{lost}"
         )
+
+    def _repr_html_(self) -> str:  # a notebook shows a table
+        return _html(["", "entries"], [[name, value] for name, value in _cells(self)])
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:  # IPython's plain text
+        printer.text(_text(["", "entries"], [[name, value] for name, value in _cells(self)]))
+
+
+# The counts a notebook table shows, by the name it gives them.
+_SHOWN = (
+    ("written", "written"),
+    ("delivered", "delivered"),
+    ("skipped", "skipped"),
+    ("dead_lettered", "dead-lettered"),
+    ("failed", "failed"),
+    ("retried", "retried"),
+    ("requests", "requests"),
+    ("throttled", "throttled"),
+)
+
+
+def _cells(stats: WriterStatistics) -> list[tuple[str, str]]:
+    cells = [(label, f"{getattr(stats, name):,}") for name, label in _SHOWN]
+    p99 = stats.p99_ms
+    return [*cells, ("p99 latency", "-" if p99 is None else f"{p99:g} ms")]
+
+
+def _batch_rows(
+    totals: WriterStatistics, runs: int, batches: Mapping[int, WriterStatistics], last: int
+) -> tuple[list[str], list[list[str]]]:
+    header = ["batch", *(label for label, _ in _cells(totals))]
+    shown = list(batches.items())[-last:]
+    rows = [[str(batch_id), *(value for _, value in _cells(stats))] for batch_id, stats in shown]
+    rows.append([f"all {runs:,} batches", *(value for _, value in _cells(totals))])
+    return header, rows
+
+
+def batches_html(
+    totals: WriterStatistics, runs: int, batches: Mapping[int, WriterStatistics], last: int = 10
+) -> str:
+    """An HTML table of the ``last`` batches of ``batches`` and a row of ``totals``."""
+    return _html(*_batch_rows(totals, runs, batches, last))
+
+
+def batches_text(
+    totals: WriterStatistics, runs: int, batches: Mapping[int, WriterStatistics], last: int = 10
+) -> str:
+    """The same table as ``batches_html``, in plain text."""
+    return _text(*_batch_rows(totals, runs, batches, last))
+
+
+def _html(header: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(cell)}</th>" for cell in header)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in rows
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _text(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    lines = [
+        "  ".join(
+            cell.ljust(w) if i == 0 else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        )  # fmt: skip
+        for row in [header, *rows]
+    ]
+    return "\n".join(line.rstrip() for line in lines)
 
 
 class Tally:

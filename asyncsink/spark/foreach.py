@@ -28,7 +28,7 @@ from functools import partial
 from typing import Any
 
 from ..errors import OptionError, SparkSetupError
-from ..stats import WriterStatistics
+from ..stats import WriterStatistics, batches_html, batches_text
 from .arrow import check_columns, map_partitions_in_arrow
 from .commit import (
     RunIdentity,
@@ -38,7 +38,8 @@ from .commit import (
     drop_failed_run,
     no_query_id_under_connect,
 )
-from .connect import remote_only
+from .connect import is_connect, remote_only
+from .jobs import cancelled_on_interrupt
 from .preflight import check_workers
 from .runner import PartitionResult, run_chunks
 from .spec import SinkSpec
@@ -48,6 +49,8 @@ __all__ = ["BatchSink", "foreach_batch", "foreach_partition"]
 log = logging.getLogger("asyncsink.spark")
 
 OnBatch = Callable[[int, WriterStatistics], Any]
+
+KEEP_STATISTICS = 100  # batches whose statistics a BatchSink keeps, by default
 
 
 def _spec(sink: str, options: Mapping[str, Any] | None, sink_id: str | None) -> SinkSpec:
@@ -95,11 +98,16 @@ def _write(df: Any, spec: SinkSpec, identity: RunIdentity) -> list[PartitionResu
 class BatchSink:
     """The function ``foreachBatch`` calls: ``(df, batch_id) -> None``.
 
-    ``statistics`` maps each batch id this object ran to its summed statistics, of the
-    latest time it ran (a batch Spark runs again, or a batch of the same id of another
-    query this object serves, replaces the earlier figures; ``on_batch`` sees each). Under
-    Spark Connect the function runs in a Python process on the server: ``on_batch`` and
-    the log line run there, and the client's object keeps no statistics.
+    ``totals`` sums the statistics of every batch this object ran, and ``batches_run``
+    counts them. ``statistics`` maps the ids of the last ``keep_statistics`` batches to
+    their summed statistics, of the latest time each ran (a batch Spark runs again, or a
+    batch of the same id of another query this object serves, replaces the earlier
+    figures; ``on_batch`` sees each). Older batches leave ``statistics``, so a stream
+    that runs for weeks holds a bounded amount of driver memory. Displayed in a notebook,
+    the object shows both as a table.
+
+    Under Spark Connect the function runs in a Python process on the server: ``on_batch``
+    and the log line run there, and the client's object keeps no statistics.
 
     The durable run is the query's persistent id, from its checkpoint (see
     ``StreamRuns``); called outside a streaming query in a classic session, a
@@ -112,10 +120,16 @@ class BatchSink:
         on_batch: OnBatch | None = None,
         *,
         checkpoint_location: str | None = None,
+        keep_statistics: int = KEEP_STATISTICS,
     ) -> None:
+        if keep_statistics < 0:
+            raise ValueError(f"keep_statistics must be 0 or more, not {keep_statistics!r}")
         self.spec = spec
         self.on_batch = on_batch
+        self.keep_statistics = keep_statistics
         self.statistics: dict[int, WriterStatistics] = {}
+        self.totals = WriterStatistics()
+        self.batches_run = 0
         self.runs = StreamRuns(spec, checkpoint_location)
 
     def __call__(self, df: Any, batch_id: int) -> None:
@@ -126,13 +140,27 @@ class BatchSink:
             drop_failed_run(self.spec, identity)  # fences the batch's attempts still running
             raise
         stats = commit_run(self.spec, identity, results, completed_by="foreachBatch", stream=True)
-        self.statistics[batch_id] = stats
+        self._keep(batch_id, stats)
         log.info("%s: %s", identity.describe(self.spec.durable.sink_id), stats.summary())
         if self.on_batch is not None:
             self.on_batch(batch_id, stats)
 
+    def _keep(self, batch_id: int, stats: WriterStatistics) -> None:
+        self.totals += stats
+        self.batches_run += 1
+        self.statistics.pop(batch_id, None)  # a batch run again moves to the end
+        self.statistics[batch_id] = stats
+        while len(self.statistics) > self.keep_statistics:
+            del self.statistics[next(iter(self.statistics))]
+
     def __repr__(self) -> str:
         return f"BatchSink({self.spec!r})"
+
+    def _repr_html_(self) -> str:
+        return batches_html(self.totals, self.batches_run, self.statistics)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(batches_text(self.totals, self.batches_run, self.statistics))
 
 
 def foreach_batch(
@@ -142,6 +170,7 @@ def foreach_batch(
     sink_id: str | None = None,
     checkpoint_location: str | None = None,
     on_batch: OnBatch | None = None,
+    keep_statistics: int = KEEP_STATISTICS,
 ) -> BatchSink:
     """A ``foreachBatch`` function delivering each micro-batch through ``sink``.
 
@@ -153,6 +182,9 @@ def foreach_batch(
     ``sink_id`` needs it: the query's id, which names the run, is read from there. In a
     classic session it is optional, and checked against the query.
 
+    ``keep_statistics`` is how many of the latest batches keep their own statistics in
+    ``.statistics``; ``.totals`` sums them all.
+
     Raises:
         OptionError: an option is unknown or invalid (raised here, on the driver).
         SparkSetupError: this process runs Spark Connect sessions only and ``sink_id`` is
@@ -161,7 +193,9 @@ def foreach_batch(
     spec = _spec(sink, options, sink_id).for_stream()
     if sink_id is not None and checkpoint_location is None and remote_only():
         raise SparkSetupError(no_query_id_under_connect(spec))
-    return BatchSink(spec, on_batch, checkpoint_location=checkpoint_location)
+    return BatchSink(
+        spec, on_batch, checkpoint_location=checkpoint_location, keep_statistics=keep_statistics
+    )
 
 
 def foreach_partition(
@@ -191,11 +225,13 @@ def foreach_partition(
         _set_keyword(merged, "batchId", str(batch_id), "batch_id")
     spec = _spec(sink, merged, sink_id)
     identity = batch_identity(spec)
+    what = f"job {identity.describe(spec.durable.sink_id)}"
     try:
-        results = _write(df, spec, identity)
+        with cancelled_on_interrupt(df.sparkSession, connect=is_connect(df), what=what):
+            results = _write(df, spec, identity)
     except BaseException:
         drop_failed_run(spec, identity)
         raise
     stats = commit_run(spec, identity, results, completed_by="foreach_partition")
-    log.info("job %s: %s", identity.describe(spec.durable.sink_id), stats.summary())
+    log.info("%s: %s", what, stats.summary())
     return stats
