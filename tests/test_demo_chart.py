@@ -24,7 +24,7 @@ def batch(delivered: int, throttled: int, retried: int) -> WriterStatistics:
 
 def points() -> list[BatchPoint]:
     return [
-        BatchPoint.of(batch(1000, t, r), end_s=2.0 * (i + 1), seconds=2.0)
+        BatchPoint.of(batch(1000, t, r), end_s=2.0 * (i + 1), seconds=2.0, killed=i == 1)
         for i, (t, r) in enumerate([(0, 0), (3, 40), (0, 5)])
     ]
 
@@ -34,6 +34,24 @@ def test_a_run_is_drawn_as_a_png(tmp_path: Path) -> None:
     assert write_chart(points(), path) == f"chart: {path}"
     assert path.read_bytes().startswith(b"\x89PNG")
     assert points()[0].rate == 500.0 and points()[0].p99_ms is not None
+
+
+def test_counts_have_an_axis_of_their_own_and_the_killed_task_is_marked(tmp_path: Path) -> None:
+    from matplotlib.figure import Figure
+
+    saved: list[Figure] = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Figure, "savefig", lambda self, *a, **k: saved.append(self))
+        write_chart(points(), tmp_path / "run.png")
+    (figure,) = saved
+    rate, events, _, _ = figure.axes
+    assert events.get_ylabel() == "count per batch"
+    heights = sorted(round(bar.get_height()) for bar in events.patches)
+    assert heights == [0, 0, 0, 3, 5, 40]  # throttled 0, 3, 0 and retried 0, 40, 5
+    assert rate.get_ylim()[1] < 2000  # the counts no longer sit on the rate's scale
+    killed = [line for line in rate.get_lines() if line.get_label() == "task killed"]
+    assert len(killed) == 1 and killed[0].get_xdata()[0] == 3.0  # batch 2, mid-way
+    assert all(any(ln.get_linestyle() == "--" for ln in ax.get_lines()) for ax in figure.axes)
 
 
 def test_without_matplotlib_the_demo_says_so(

@@ -1,7 +1,8 @@
 """A PNG chart of the demo's run, one point per micro-batch: entries delivered per
-second, request latency p50 and p99, the limit of requests in flight, and the batches
-with throttles and retries marked. Drawn with matplotlib, which only the chart needs:
-without it, the demo says so and goes on."""
+second, throttled requests and retried entries counted on an axis of their own, request
+latency p50 and p99, and the limit of requests in flight; a line marks the batch whose
+task was killed. Drawn with matplotlib, which only the chart needs: without it, the demo
+says so and goes on."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import importlib.util
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..stats import WriterStatistics
 
@@ -28,12 +30,15 @@ class BatchPoint:
     limit: int
     throttled: int
     retried: int
+    killed: bool = False  # a task of this batch was killed (and run again)
 
     @classmethod
-    def of(cls, stats: WriterStatistics, *, end_s: float, seconds: float) -> BatchPoint:
+    def of(
+        cls, stats: WriterStatistics, *, end_s: float, seconds: float, killed: bool = False
+    ) -> BatchPoint:
         return cls(end_s=end_s, seconds=seconds, delivered=stats.delivered,
                    p50_ms=stats.p50_ms, p99_ms=stats.p99_ms, limit=stats.in_flight_limit,
-                   throttled=stats.throttled, retried=stats.retried)  # fmt: skip
+                   throttled=stats.throttled, retried=stats.retried, killed=killed)  # fmt: skip
 
     @property
     def rate(self) -> float:
@@ -55,15 +60,15 @@ def _draw(points: Sequence[BatchPoint], path: Path) -> None:
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
-    figure = Figure(figsize=(9, 8), layout="constrained")
-    rate, latency, limit = figure.subplots(3, 1, sharex=True)
+    figure = Figure(figsize=(9, 10), layout="constrained")
+    rate, events, latency, limit = figure.subplots(4, 1, sharex=True)
     starts = [point.end_s - point.seconds for point in points]
     ends = [point.end_s for point in points]
     middles = [(start + end) / 2 for start, end in zip(starts, ends, strict=True)]
     rate.hlines([point.rate for point in points], starts, ends, label="delivered", lw=2)
     rate.set_ylabel("entries / s")
     rate.set_ylim(bottom=0)
-    _mark(rate, points, middles)
+    _events(events, points, starts)
     for label, values in (("p50", [p.p50_ms for p in points]), ("p99", [p.p99_ms for p in points])):
         latency.plot(middles, [value if value is not None else float("nan") for value in values],
                      marker="o", label=label)  # fmt: skip
@@ -75,22 +80,33 @@ def _draw(points: Sequence[BatchPoint], path: Path) -> None:
     limit.set_ylim(0, max(point.limit for point in points) + 1)
     limit.yaxis.set_major_locator(MaxNLocator(integer=True))
     limit.set_xlabel("seconds since the stream started (a line per micro-batch)")
+    _killed(figure.axes, points, middles)
     figure.suptitle("asyncsink demo")
     figure.savefig(path, dpi=100)
 
 
-def _mark(axes: object, points: Sequence[BatchPoint], middles: Sequence[float]) -> None:
-    """Marks on the rate plot, mid-batch: a triangle per batch with throttles, a cross
-    per batch with retries, sized by their count."""
-    from matplotlib.axes import Axes
+def _events(axes: Any, points: Sequence[BatchPoint], starts: Sequence[float]) -> None:
+    """Per batch, two bars side by side on a count axis: throttled requests, retried
+    entries."""
+    from matplotlib.ticker import MaxNLocator
 
-    assert isinstance(axes, Axes)
-    throttled = [(x, p) for x, p in zip(middles, points, strict=True) if p.throttled]
-    retried = [(x, p) for x, p in zip(middles, points, strict=True) if p.retried]
-    axes.scatter([x for x, _ in throttled], [p.rate for _, p in throttled], marker="v",
-                 s=[30 + 3 * p.throttled for _, p in throttled], color="tab:red",
-                 label="throttled requests")  # fmt: skip
-    axes.scatter([x for x, _ in retried], [p.rate for _, p in retried], marker="x",
-                 s=[30 + p.retried // 5 for _, p in retried], color="tab:orange",
-                 label="retried entries")  # fmt: skip
-    axes.legend(loc="lower right")
+    widths = [point.seconds / 2 for point in points]
+    axes.bar(starts, [p.throttled for p in points], widths, align="edge",
+             color="tab:red", label="throttled requests")  # fmt: skip
+    axes.bar([start + width for start, width in zip(starts, widths, strict=True)],
+             [p.retried for p in points], widths, align="edge", color="tab:orange",
+             label="retried entries")  # fmt: skip
+    axes.set_ylabel("count per batch")
+    axes.set_ylim(bottom=0)
+    axes.yaxis.set_major_locator(MaxNLocator(integer=True))
+    axes.legend(loc="upper right")
+
+
+def _killed(axes: Sequence[Any], points: Sequence[BatchPoint], middles: Sequence[float]) -> None:
+    """A dashed line through every plot at each batch whose task was killed."""
+    for x, point in zip(middles, points, strict=True):
+        if point.killed:
+            for index, each in enumerate(axes):
+                each.axvline(x, color="black", ls="--", lw=1,
+                             label="task killed" if index == 0 else None)  # fmt: skip
+    axes[0].legend(loc="lower right")

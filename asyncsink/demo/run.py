@@ -114,7 +114,9 @@ class _Batches:
         with self._lock:
             if rows:
                 seconds = now - self._batch_started
-                self.points.append(BatchPoint.of(stats, end_s=now - self.started, seconds=seconds))
+                killed = self.kill_batch == batch_id and self.marker.exists()
+                self.points.append(BatchPoint.of(stats, end_s=now - self.started,
+                                                 seconds=seconds, killed=killed))  # fmt: skip
             self.total += stats
             self.rows_done += rows
             if rows:
