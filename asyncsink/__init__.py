@@ -5,11 +5,10 @@ Elasticsearch; ``register_sink`` adds yours); run it from ``foreachBatch``,
 ``foreachPartition`` or a Spark Python data source with ``asyncsink.spark``.
 """
 
-from .arrow_rows import ArrowRows
-from .contract import Reconcile
-from .dead_letter import DeadLetter, JsonLinesDeadLetter
 from .durable import CallLog, DurableContext, current_key
 from .encoding import EntryEncodingError, JsonContract, JsonEntryEncoder
+from .entries.arrow_rows import ArrowRows
+from .entries.packed import PackedEntries
 from .errors import (
     AsyncSinkError,
     BadRecordError,
@@ -28,12 +27,13 @@ from .errors import (
     WriterStateError,
 )
 from .options import SinkOptions
-from .packed import PackedEntries
+from .policies.dead_letter import DeadLetter, JsonLinesDeadLetter
+from .policies.retry import ErrorKind
 from .request import CallInfo, SubmitResult, current_call, idempotency_key
-from .retry import ErrorKind
 from .stats import LatencyHistogram, RequestSizes, WriterStatistics
 from .stores.base import RecordStore, Scope
 from .writer import AsyncSinkWriter
+from .writer.sink_contract import Reconcile
 
 __version__ = "0.1.0"
 

@@ -96,7 +96,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _options(args: argparse.Namespace) -> int:
-    from . import docs
+    from .cli import option_docs as docs
 
     if args.write_docs or args.check_docs:
         path = Path(args.write_docs or args.check_docs)

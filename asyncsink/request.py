@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .packed import PackedEntries
+from .entries.packed import PackedEntries
 
 __all__ = ["CallInfo", "SubmitResult", "current_call", "idempotency_key"]
 

@@ -108,7 +108,7 @@ from sides import (
 )
 
 from asyncsink import CallLog, Scope
-from asyncsink.concurrency import forget_learned
+from asyncsink.policies.request_limit import forget_learned
 from asyncsink.sinks.http import create_writer
 from asyncsink.stores.memory import MemoryStore
 from asyncsink.stores.sqlite import SQLiteStore

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from asyncsink.options import Options, SinkOptions, parse_options, raise_unknown
-from asyncsink.registry import Registry, is_path, load_target
+from asyncsink.plugins import Registry, is_path, load_target
 from asyncsink.writer import AsyncSinkWriter
 
 __all__ = ["SinkEntry", "build_writer", "register_sink", "sink_entry", "sink_names"]

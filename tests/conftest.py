@@ -3,7 +3,7 @@ from typing import Any
 
 import pytest
 
-from asyncsink.concurrency import forget_learned
+from asyncsink.policies.request_limit import forget_learned
 from tests.servers.emulators import (
     dynalite_endpoint,  # noqa: F401
     kinesalite_endpoint,  # noqa: F401

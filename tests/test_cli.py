@@ -17,10 +17,10 @@ import pytest
 
 from asyncsink import AsyncSinkError, OptionError, SinkOptions, WriterStatistics
 from asyncsink.__main__ import main
+from asyncsink.cli.option_docs import options_table
 from asyncsink.demo import DemoReport, DemoSettings, KillInfo
 from asyncsink.demo.destinations import _DESTINATIONS
 from asyncsink.demo.run import streaming_line
-from asyncsink.docs import options_table
 from asyncsink.options import option_specs
 from asyncsink.sinks import sink_entry, sink_names, sink_options
 from asyncsink.spark import DurableOptions

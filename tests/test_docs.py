@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from asyncsink.docs import (
+from asyncsink.cli.option_docs import (
     format_default,
     options_table,
     readme_sections,
@@ -126,7 +126,7 @@ def test_defaults_are_shown_masked_required_and_in_units() -> None:
 def test_table_cells_escape_pipes_and_mark_required_options(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import asyncsink.docs as docs
+    import asyncsink.cli.option_docs as docs
 
     monkeypatch.setattr(docs, "sink_options", lambda name: Sample)
     table = options_table("http")

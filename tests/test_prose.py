@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 
-from asyncsink.docs import option_groups
+from asyncsink.cli.option_docs import option_groups
 from asyncsink.sinks import sink_names
 
 ROOT = Path(__file__).resolve().parent.parent

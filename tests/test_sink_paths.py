@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from asyncsink import AsyncSinkWriter, DeadLetter, FatalError, OptionError, SinkOptions
-from asyncsink.dead_letter import element_bytes
+from asyncsink.policies.dead_letter import element_bytes
 from asyncsink.spark import SinkSpec
 from asyncsink.spark.runner import run_partition
 

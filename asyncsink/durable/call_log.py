@@ -41,7 +41,6 @@ from ..errors import (
     WriterStateError,
     describe,
 )
-from ..recording import Reconciler, Released, Serializer
 from ..request import CallInfo, idempotency_key
 from ..stores.base import RecordStore, Scope
 from .completion import (
@@ -52,6 +51,7 @@ from .completion import (
     ScopeSummary,
     complete_scopes,
 )
+from .recorder import Reconciler, Released, Serializer
 from .records import (
     FAILED,
     PENDING,

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import orjson
 
-from ..packed import PackedEntries
+from ..entries.packed import PackedEntries
 from .contract import JsonContract
 from .errors import EntryEncodingError
 from .instants import timestamp_texts

@@ -31,9 +31,9 @@ from typing import Any
 
 import orjson
 
-from ..arrow_rows import ArrowRow, ArrowRows
-from ..packed import PackedEntries
-from ..rows import fields_of, unique_fields
+from ..entries.arrow_rows import ArrowRow, ArrowRows
+from ..entries.packed import PackedEntries
+from ..entries.rows import fields_of, unique_fields
 from .arrow import encode_batch
 from .contract import JsonContract
 from .errors import EntryEncodingError

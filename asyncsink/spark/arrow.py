@@ -24,7 +24,7 @@ import pickle
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from ..arrow_rows import ArrowRows
+from ..entries.arrow_rows import ArrowRows
 
 __all__ = ["batch_chunks", "check_columns", "map_partitions_in_arrow"]
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TypeVar, cast
 
 from asyncsink.masking import mask_url
-from asyncsink.registry import Registry, is_path, load_target
+from asyncsink.plugins import Registry, is_path, load_target
 from asyncsink.stores.base import RecordStore, Scope, ScopeInfo, ScopeState
 from asyncsink.stores.default import default_store_url
 

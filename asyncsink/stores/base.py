@@ -110,7 +110,7 @@ class RecordStore(abc.ABC):
 
     A store whose ``verify`` checks something declares it: ``verifies = True``.
     ``records_ahead`` says a writer records requests before they can leave
-    (``asyncsink.ahead``): worth it where a write takes milliseconds, as over a network.
+    (``asyncsink.writer._ahead``): worth it where a write takes milliseconds, as over a network.
     """
 
     verifies: ClassVar[bool] = False

@@ -47,7 +47,7 @@ from typing import Any
 from aiobotocore.config import AioConfig
 from botocore.exceptions import ClientError
 
-from asyncsink import connections
+from asyncsink.clients import connections
 from asyncsink.errors import DurableError, FencedError
 from asyncsink.masking import mask_url
 from asyncsink.stores.base import (

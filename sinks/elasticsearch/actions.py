@@ -24,9 +24,9 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from asyncsink.arrow_rows import ArrowRows
 from asyncsink.encoding import JsonEntryEncoder
-from asyncsink.rows import fields_of
+from asyncsink.entries.arrow_rows import ArrowRows
+from asyncsink.entries.rows import fields_of
 
 from .options import ElasticsearchOptions
 

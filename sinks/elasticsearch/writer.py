@@ -11,9 +11,9 @@ from urllib.parse import quote
 import httpx
 import orjson
 
-from asyncsink.contract import Reconcile
 from asyncsink.errors import FatalError, RetryableError
 from asyncsink.request import CallInfo, SubmitResult, current_call
+from asyncsink.writer.sink_contract import Reconcile
 
 from ..registry import SinkEntry
 from ..web.classify import error_for_transport, parse_retry_after, request_of

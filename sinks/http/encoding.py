@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from asyncsink.packed import PackedEntries
+from asyncsink.entries.packed import PackedEntries
 
 __all__ = ["frame_json", "frame_ndjson"]
 

@@ -12,10 +12,10 @@ from urllib.parse import quote
 import httpx
 import orjson
 
-from asyncsink.contract import Reconcile
 from asyncsink.encoding import JsonEntryEncoder
-from asyncsink.packed import PackedEntries
+from asyncsink.entries.packed import PackedEntries
 from asyncsink.request import CallInfo, SubmitResult, as_result, current_call
+from asyncsink.writer.sink_contract import Reconcile
 
 from ..registry import SinkEntry
 from ..web.classify import error_for_transport, parse_retry_after, request_of

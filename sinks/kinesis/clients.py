@@ -25,7 +25,7 @@ botocore would hide throttling from that window and multiply the attempts and th
 request can take beyond ``maxRetries`` and ``requestTimeoutMs``. botocore's client-side
 parameter validation is off too: the writer builds every record within the PutRecords
 limits already (key lengths, record and request sizes), and it costs a tenth of the CPU.
-A pooled connection idle for longer than ``asyncsink.connections.IDLE_CONNECTION_S`` is not
+A pooled connection idle for longer than ``asyncsink.clients.connections.IDLE_CONNECTION_S`` is not
 reused: no request goes out on a connection the server may be closing (kinesalite closes
 idle ones after 5 s).
 """
@@ -42,7 +42,7 @@ from typing import Any
 from aiobotocore.config import AioConfig
 from aiobotocore.session import AioSession, get_session
 
-from asyncsink import connections
+from asyncsink.clients import connections
 
 from .. import loop_clients
 from . import put_records

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 import aiohttp
 from botocore import exceptions as boto
 
-from asyncsink.connections import never_opened
+from asyncsink.clients.connections import never_opened
 from asyncsink.errors import DestinationError, FatalError, RetryableError, ThrottledError
 
 __all__ = [

@@ -16,9 +16,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from asyncsink.arrow_rows import ArrowRows
 from asyncsink.encoding import JsonEntryEncoder
-from asyncsink.rows import fields_of
+from asyncsink.entries.arrow_rows import ArrowRows
+from asyncsink.entries.rows import fields_of
 
 from .options import MAX_PARTITION_KEY_LENGTH, KinesisOptions
 

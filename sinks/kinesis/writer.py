@@ -16,13 +16,13 @@ import logging
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Self, cast
 
-from asyncsink.contract import Reconcile
 from asyncsink.durable.call_log import CallLog
 from asyncsink.errors import DestinationError
 from asyncsink.masking import mask_url
 from asyncsink.options import SinkOptions
 from asyncsink.request import CallInfo, SubmitResult, current_call
 from asyncsink.writer import AsyncSinkWriter
+from asyncsink.writer.sink_contract import Reconcile
 
 from ..registry import SinkEntry
 from ..web.redact import mask_in_logs, unmask_in_logs

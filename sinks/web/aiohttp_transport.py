@@ -23,7 +23,7 @@ import aiohttp
 import httpx
 import yarl
 
-from asyncsink import connections
+from asyncsink.clients import connections
 
 from .transport import Answer, Request, Timeout, Transport
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from asyncsink import connections as pooled
+from asyncsink.clients import connections as pooled
 from asyncsink.errors import OptionError
 
 from .. import loop_clients

@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from asyncsink.arrow_rows import ArrowRows
+from asyncsink.entries.arrow_rows import ArrowRows
 
 
 def batch(count: int = 10) -> pa.RecordBatch:
@@ -108,5 +108,5 @@ def test_names_given_become_the_keys() -> None:
 
 
 def test_importing_it_needs_no_pyarrow() -> None:
-    code = "import sys, asyncsink.arrow_rows; assert 'pyarrow' not in sys.modules"
+    code = "import sys, asyncsink.entries.arrow_rows; assert 'pyarrow' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from asyncsink.buffer import RequestBuffer, Run
+from asyncsink.writer._buffer import RequestBuffer, Run
 
 
 def fresh_run(first: int, sizes: list[int]) -> Run[str]:

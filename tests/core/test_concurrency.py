@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from asyncsink.concurrency import ConcurrencyLimiter, Learned
+from asyncsink.policies.request_limit import ConcurrencyLimiter, Learned
 
 MS = 0.001
 
@@ -467,7 +467,7 @@ def first_throttles(destination: Throttling) -> int:
 
 
 def test_the_memory_keeps_the_latest_per_destination_and_forgets_the_oldest() -> None:
-    from asyncsink.concurrency import Learned, forget_learned, recall, remember
+    from asyncsink.policies.request_limit import Learned, forget_learned, recall, remember
 
     forget_learned()
     one = Learned(32.0, 0.0, 0.02)

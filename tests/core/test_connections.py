@@ -14,7 +14,7 @@ from urllib.parse import quote
 import pytest
 
 from asyncsink import CallInfo, DeliveryError, FatalError, RetryableError, SinkOptions
-from asyncsink.connections import ConnectionFailure, connection_failure
+from asyncsink.clients.connections import ConnectionFailure, connection_failure
 from asyncsink.sinks.http import create_writer
 
 from .fakes import Destination, FakeWriter

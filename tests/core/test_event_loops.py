@@ -1,4 +1,4 @@
-"""The writer uses asyncio alone (see ``asyncsink.tasks``): it runs the same under
+"""The writer uses asyncio alone (see ``asyncsink.writer._tasks``): it runs the same under
 ``asyncio.run`` and ``anyio.run``, and closes cleanly inside a cancelled anyio scope."""
 
 from __future__ import annotations

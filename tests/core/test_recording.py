@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from asyncsink import CallInfo, SinkOptions, SubmitResult
-from asyncsink.recording import NoRecords, Reconciler, Serializer
+from asyncsink.durable.recorder import NoRecords, Reconciler, Serializer
 
 from .fakes import Destination, FakeWriter
 

@@ -29,7 +29,7 @@ from asyncsink import (
     ThrottledError,
 )
 from asyncsink.durable import CallLog
-from asyncsink.retry import Backoff
+from asyncsink.policies.retry import Backoff
 from asyncsink.stores.base import Scope
 from asyncsink.stores.memory import MemoryStore
 

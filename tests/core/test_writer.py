@@ -24,8 +24,8 @@ from asyncsink import (
     WriterStateError,
     current_call,
 )
-from asyncsink.concurrency import ConcurrencyLimiter
-from asyncsink.retry import Backoff
+from asyncsink.policies.request_limit import ConcurrencyLimiter
+from asyncsink.policies.retry import Backoff
 
 from .fakes import Destination, FakeWriter
 

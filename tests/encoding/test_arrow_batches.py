@@ -13,7 +13,6 @@ import orjson
 import pyarrow as pa
 import pytest
 
-from asyncsink.arrow_rows import ArrowRows
 from asyncsink.encoding import (
     EntryEncodingError,
     JsonContract,
@@ -21,6 +20,7 @@ from asyncsink.encoding import (
     encode_batch,
     encode_column,
 )
+from asyncsink.entries.arrow_rows import ArrowRows
 
 TRICKY = [
     "", "plain", ",", '","', '"', '\\"', "\\", 'x\\",', 'x",', '"},{"', "a,b", "é", "日本",

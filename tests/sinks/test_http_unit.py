@@ -240,7 +240,7 @@ def test_durations_are_exact_to_the_microsecond(wait: dt.timedelta, text: str) -
 def test_a_row_with_two_fields_of_one_name_is_refused_in_every_sink() -> None:
     from pyspark.sql import Row
 
-    from asyncsink.dead_letter import element_bytes
+    from asyncsink.policies.dead_letter import element_bytes
     from asyncsink.sinks.elasticsearch.actions import as_mapping
 
     twice = Row("a", "a")(1, 2)

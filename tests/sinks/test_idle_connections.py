@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import anyio
 import pytest
 
-from asyncsink import connections
+from asyncsink.clients import connections
 from asyncsink.sinks.http import create_writer as http_writer
 from asyncsink.sinks.kinesis import create_writer as kinesis_writer
 from asyncsink.testing import FaultServer

@@ -12,8 +12,8 @@ from typing import Any
 import orjson
 import pytest
 
-from asyncsink.arrow_rows import ArrowRows
 from asyncsink.encoding import JsonContract, encode_batch
+from asyncsink.entries.arrow_rows import ArrowRows
 from asyncsink.sinks.elasticsearch import ElasticsearchOptions, ElasticsearchWriter
 from asyncsink.sinks.kinesis import KinesisOptions, KinesisWriter
 from asyncsink.spark import foreach_batch, foreach_partition

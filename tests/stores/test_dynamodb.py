@@ -17,7 +17,7 @@ import anyio
 import pytest
 from botocore.exceptions import ClientError
 
-from asyncsink import connections
+from asyncsink.clients import connections
 from asyncsink.errors import DurableError, FencedError
 from asyncsink.stores import RecordStore, Scope, check_store_url, open_store
 from asyncsink.stores.dynamodb import MAX_ITEM_BYTES, AwsCredentials, DynamoDBStore, _chunks

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any, Protocol
 
-from .request import CallInfo, idempotency_key
+from ..request import CallInfo, idempotency_key
 
 __all__ = ["CallRecorder", "NoRecords", "Released", "Reconciler", "Serializer"]
 
@@ -30,7 +30,7 @@ class CallRecorder(Protocol):
     completed by an earlier run: nothing is sent) and ``recovering`` (replayed entries
     are still expected) are read after ``open``. ``changes`` counts what was recorded
     so far: a mark for ``sync(through=...)``. ``ahead`` says whether the writer records
-    requests before they can leave (``asyncsink.ahead``).
+    requests before they can leave (``asyncsink.writer._ahead``).
     """
 
     scope_name: str

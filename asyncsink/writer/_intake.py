@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any, Generic, TypeVar
 
-from .buffer import Run
-from .contract import SinkContract
-from .dead_letter import DeadLetters
-from .errors import FatalError, describe
-from .packed import PackedEntries
-from .recording import CallRecorder
-from .request import integer
+from ..durable.recorder import CallRecorder
+from ..entries.packed import PackedEntries
+from ..errors import FatalError, describe
+from ..policies.dead_letter import DeadLetters
+from ..request import integer
+from ._buffer import Run
+from .sink_contract import SinkContract
 
 __all__ = ["Chunks", "Intake"]
 

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from .errors import FatalError
+from ..errors import FatalError
 
 __all__ = ["Progress", "Tasks", "Timer", "finish"]
 

@@ -13,10 +13,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, NamedTuple, TypeVar, cast
 
-from .buffer import Run
-from .errors import FatalError, FencedError, describe
-from .recording import CallRecorder
-from .request import CallInfo, SubmitResult, _current, as_result
+from ..durable.recorder import CallRecorder
+from ..errors import FatalError, FencedError, describe
+from ..request import CallInfo, SubmitResult, _current, as_result
+from ._buffer import Run
 
 __all__ = ["Call", "Ending", "error_type", "is_stray", "record_call", "send"]
 

@@ -28,8 +28,8 @@ import orjson
 
 from asyncsink.sinks import sink_names, sink_options
 
-from .options import OptionSpec, SinkOptions, option_specs
-from .spark.spec import DurableOptions
+from ..options import OptionSpec, SinkOptions, option_specs
+from ..spark.spec import DurableOptions
 
 __all__ = [
     "CORE",

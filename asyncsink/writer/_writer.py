@@ -1,6 +1,6 @@
 """``AsyncSinkWriter``: the generic async writer every destination subclasses.
 
-A subclass implements ``asyncsink.contract.SinkContract``. The writer buffers entries,
+A subclass implements ``asyncsink.writer.sink_contract.SinkContract``. The writer buffers entries,
 cuts batches by count, bytes and time, and dispatches them as far as its parts allow;
 ``flush()`` is the barrier: it returns once every accepted entry is acknowledged, or
 raises. Its parts, each behind a small contract: congestion control (``congestion``), a
@@ -12,7 +12,7 @@ Lifecycle: a writer is used inside ``async with``; entering opens it (and its du
 call log, if one was given), leaving flushes and closes it. Leaving on an exception
 cancels what is in flight instead, and the call log keeps the calls for a retry. A
 writer runs on an asyncio event loop (``asyncio.run``, or ``anyio.run``'s default), with
-asyncio's tasks, events, timers and timeouts only: see ``asyncsink.tasks`` for why.
+asyncio's tasks, events, timers and timeouts only: see ``asyncsink.writer._tasks`` for why.
 """
 
 from __future__ import annotations
@@ -27,31 +27,31 @@ from functools import partial
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
 
-from .ahead import Ahead
-from .buffer import RequestBuffer
-from .congestion import Congestion, CongestionStrategy
-from .connections import mark_reached
-from .contract import Reconcile, SinkContract
-from .dead_letter import DeadLetters
-from .errors import (
+from ..clients.connections import mark_reached
+from ..durable.recorder import CallRecorder, NoRecords
+from ..errors import (
     AsyncSinkError,
     BadRecordError,
     FatalError,
     WriterStateError,
     describe,
 )
-from .intake import Chunks, Intake
-from .options import SinkOptions
-from .outcomes import Outcome, Outcomes
-from .recording import CallRecorder, NoRecords
-from .recovery import Recovery
-from .request import SubmitResult
-from .retry import RetryPolicy
-from .sending import Call, error_type, is_stray, record_call, send
-from .stats import Tally, WriterStatistics
-from .tasks import Progress, Tasks, Timer, finish
-from .telemetry import NoMetrics, WriterMetrics, sink_attributes, writer_metrics
-from .telemetry.live import Reading
+from ..options import SinkOptions
+from ..policies.congestion import Congestion, CongestionStrategy
+from ..policies.dead_letter import DeadLetters
+from ..policies.retry import RetryPolicy
+from ..request import SubmitResult
+from ..stats import Tally, WriterStatistics
+from ..telemetry import NoMetrics, WriterMetrics, sink_attributes, writer_metrics
+from ..telemetry.live import Reading
+from ._ahead import Ahead
+from ._buffer import RequestBuffer
+from ._intake import Chunks, Intake
+from ._outcomes import Outcome, Outcomes
+from ._recovery import Recovery
+from ._sending import Call, error_type, is_stray, record_call, send
+from ._tasks import Progress, Tasks, Timer, finish
+from .sink_contract import Reconcile, SinkContract
 
 __all__ = ["AsyncSinkWriter", "WriterSnapshot"]
 

@@ -22,8 +22,8 @@ from typing import Any
 
 import orjson
 
-from .errors import BadRecordError, DeadLetterError
-from .rows import fields_of
+from ..entries.rows import fields_of
+from ..errors import BadRecordError, DeadLetterError
 
 __all__ = [
     "DeadLetter",

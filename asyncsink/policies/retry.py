@@ -20,9 +20,9 @@ from collections.abc import Callable, Sequence
 
 import backoff
 
-from .connections import ConnectionFailure, connection_failure, ever_reached
-from .errors import DeliveryError, FatalError, RetryableError, ThrottledError
-from .options import SinkOptions
+from ..clients.connections import ConnectionFailure, connection_failure, ever_reached
+from ..errors import DeliveryError, FatalError, RetryableError, ThrottledError
+from ..options import SinkOptions
 
 __all__ = ["Backoff", "ErrorKind", "RetryPolicy", "default_classification"]
 

@@ -15,15 +15,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from .buffer import Run
-from .congestion import CongestionStrategy
-from .dead_letter import DeadLetters
-from .errors import AsyncSinkError, BadRecordError, DeadLetterError
-from .recording import CallRecorder
-from .request import CallInfo, SubmitResult
-from .retry import ErrorKind, RetryPolicy
-from .sending import Call
-from .stats import Tally
+from ..durable.recorder import CallRecorder
+from ..errors import AsyncSinkError, BadRecordError, DeadLetterError
+from ..policies.congestion import CongestionStrategy
+from ..policies.dead_letter import DeadLetters
+from ..policies.retry import ErrorKind, RetryPolicy
+from ..request import CallInfo, SubmitResult
+from ..stats import Tally
+from ._buffer import Run
+from ._sending import Call
 
 __all__ = ["Outcome", "Outcomes"]
 

@@ -23,9 +23,9 @@ import math
 from collections.abc import Hashable
 from typing import Protocol
 
-from .concurrency import ConcurrencyLimiter, recall, remember
-from .options import SinkOptions
-from .rate_limit import AIMDWindow
+from ..options import SinkOptions
+from .entry_window import AIMDWindow
+from .request_limit import ConcurrencyLimiter, recall, remember
 
 __all__ = ["Congestion", "CongestionStrategy"]
 

@@ -24,10 +24,10 @@ import time
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any, Generic, TypeVar
 
-from .buffer import Run
-from .outcomes import Outcome
-from .recording import CallRecorder
-from .request import CallInfo
+from ..durable.recorder import CallRecorder
+from ..request import CallInfo
+from ._buffer import Run
+from ._outcomes import Outcome
 
 __all__ = ["LookUp", "Recovery"]
 

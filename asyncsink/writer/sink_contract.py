@@ -24,10 +24,10 @@ from typing import ClassVar, Generic, TypeVar
 
 import orjson
 
-from .connections import never_opened
-from .errors import DestinationError, RetryableError, ThrottledError
-from .request import CallInfo, SubmitResult
-from .retry import ErrorKind, default_classification
+from ..clients.connections import never_opened
+from ..errors import DestinationError, RetryableError, ThrottledError
+from ..policies.retry import ErrorKind, default_classification
+from ..request import CallInfo, SubmitResult
 
 __all__ = ["Reconcile", "SinkContract"]
 

@@ -18,8 +18,8 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Generic, TypeVar
 
-from .buffer import RequestBuffer
-from .sending import Call
+from ._buffer import RequestBuffer
+from ._sending import Call
 
 __all__ = ["Ahead"]
 
