@@ -1,4 +1,33 @@
-"""The parts of a writer that can be swapped, each behind a small contract: the retry
-policy (``retry``), congestion control (``congestion``) with its two in-flight limits (the
-request limit, ``request_limit``, and the entry window, ``entry_window``), and what
-happens to a bad record (``dead_letter``)."""
+"""The parts of a writer that can be swapped, each behind a small contract.
+
+A writer is handed its retry policy and its congestion strategy (``AsyncSinkWriter``'s
+``retry_policy=`` and ``congestion=``); without them it builds today's defaults from its
+options:
+
+- ``RetryPolicy`` (``retry``): classify a failure, back off, give up; ``BackoffRetry``.
+- ``CongestionStrategy`` (``congestion``): how much may be in flight; ``Congestion``,
+  which composes two in-flight limits, each handed to it or built from the options:
+  ``RequestLimit`` (``request_limit``; ``ConcurrencyLimiter``, learned from latency) and
+  ``EntryWindow`` (``entry_window``; ``AIMDWindow`` on entries in flight).
+- What happens to a bad record: ``DeadLetter`` targets (``dead_letter``).
+"""
+
+from .congestion import Congestion, CongestionStrategy
+from .dead_letter import DeadLetter, JsonLinesDeadLetter
+from .entry_window import AIMDWindow, EntryWindow
+from .request_limit import ConcurrencyLimiter, RequestLimit
+from .retry import BackoffRetry, ErrorKind, RetryPolicy
+
+__all__ = [
+    "AIMDWindow",
+    "BackoffRetry",
+    "ConcurrencyLimiter",
+    "Congestion",
+    "CongestionStrategy",
+    "DeadLetter",
+    "EntryWindow",
+    "ErrorKind",
+    "JsonLinesDeadLetter",
+    "RequestLimit",
+    "RetryPolicy",
+]

@@ -24,8 +24,8 @@ from collections.abc import Hashable
 from typing import Protocol
 
 from ..options import SinkOptions
-from .entry_window import AIMDWindow
-from .request_limit import ConcurrencyLimiter, recall, remember
+from .entry_window import AIMDWindow, EntryWindow
+from .request_limit import ConcurrencyLimiter, RequestLimit, recall, remember
 
 __all__ = ["Congestion", "CongestionStrategy"]
 
@@ -66,18 +66,35 @@ class CongestionStrategy(Protocol):
 
 class Congestion:
     """The writer's congestion strategy: the request limit and the entry window, with one
-    decision per congestion event. ``limit`` and ``window`` are read for statistics."""
+    decision per congestion event. ``limit`` and ``window`` are read for statistics.
 
-    def __init__(self, options: SinkOptions) -> None:
+    Args:
+        options: ``maxBatchSize``, ``maxInFlightRequests``, ``adaptiveConcurrency``,
+            ``rateLimiting``.
+        requests: the request limit; a ``ConcurrencyLimiter`` from ``options`` if omitted
+            (and only that one resumes from what an earlier writer learned).
+        entries: the entry window; an ``AIMDWindow`` from ``options`` if omitted.
+    """
+
+    def __init__(
+        self,
+        options: SinkOptions,
+        *,
+        requests: RequestLimit | None = None,
+        entries: EntryWindow | None = None,
+    ) -> None:
         self._batch = options.max_batch_size
         self._maximum = options.max_in_flight_requests
         self._adaptive = options.adaptive_concurrency
-        self._window = AIMDWindow(
+        self._resumes = self._adaptive and requests is None  # a given limit is kept
+        self._window: EntryWindow = entries or AIMDWindow(
             ceiling=options.max_batch_size * options.max_in_flight_requests,
             increase=max(1, options.max_batch_size // 10),
             enabled=options.rate_limiting,
         )
-        self._limiter = ConcurrencyLimiter(maximum=self._maximum, adaptive=self._adaptive)
+        self._limiter: RequestLimit = requests or ConcurrencyLimiter(
+            maximum=self._maximum, adaptive=self._adaptive
+        )
         self._key: Hashable | None = None
         self._last_event = -math.inf
         self._batch_limit = self._batch
@@ -93,7 +110,7 @@ class Congestion:
     def resume(self, destination: Hashable) -> None:
         """Start from what the last writer of ``destination`` (with the same maximum)
         learned in this process, and hand on to the next one on ``close``."""
-        if not self._adaptive:
+        if not self._resumes:
             return
         self._key = key = (destination, self._maximum)
         learned = recall(key)

@@ -12,7 +12,23 @@ congestion event, one halving, as TCP does per round trip.
 
 from __future__ import annotations
 
-__all__ = ["AIMDWindow"]
+from typing import Protocol
+
+__all__ = ["AIMDWindow", "EntryWindow"]
+
+
+class EntryWindow(Protocol):
+    """How many entries may be in flight, as congestion control asks it; ``AIMDWindow``
+    is the default."""
+
+    @property
+    def size(self) -> int: ...
+
+    def on_success(self) -> None:
+        """A request succeeded in full."""
+
+    def on_congestion(self, request_started: float, now: float) -> None:
+        """The destination throttled a request that started at ``request_started``."""
 
 
 class AIMDWindow:

@@ -91,8 +91,9 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import Protocol
 
-__all__ = ["ConcurrencyLimiter", "Learned", "forget_learned", "recall", "remember"]
+__all__ = ["ConcurrencyLimiter", "Learned", "RequestLimit", "forget_learned", "recall", "remember"]
 
 # A judged round: its median latency, mean in flight, whether the limit was used in full,
 # answers a second.
@@ -106,6 +107,23 @@ class Learned:
     value: float  # the limit, unrounded
     congested_at: float  # the limit the destination last throttled at (0: never)
     latency: float  # seconds: the median latency of the last round judged
+
+
+class RequestLimit(Protocol):
+    """How many requests may be in flight, as congestion control asks it;
+    ``ConcurrencyLimiter`` is the default."""
+
+    @property
+    def limit(self) -> int: ...
+
+    def on_response(self, started: float, now: float, in_flight: int, *, full: bool = True) -> None:
+        """A request sent at ``started`` was answered at ``now`` (see ``ConcurrencyLimiter``)."""
+
+    def on_congestion(self, started: float, now: float) -> None:
+        """The destination throttled a request sent at ``started``, or it timed out."""
+
+    def learned(self) -> Learned | None:
+        """What was learned, for the next limit of the same destination (``None``: nothing)."""
 
 
 class ConcurrencyLimiter:

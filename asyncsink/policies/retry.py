@@ -17,6 +17,7 @@ from __future__ import annotations
 import enum
 import logging
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import backoff
 
@@ -24,7 +25,7 @@ from ..clients.connections import ConnectionFailure, connection_failure, ever_re
 from ..errors import DeliveryError, FatalError, RetryableError, ThrottledError
 from ..options import SinkOptions
 
-__all__ = ["Backoff", "ErrorKind", "RetryPolicy", "default_classification"]
+__all__ = ["Backoff", "BackoffRetry", "ErrorKind", "RetryPolicy", "default_classification"]
 
 log = logging.getLogger("asyncsink")
 
@@ -92,8 +93,41 @@ def _seconds(value: object) -> float | None:
     return seconds if seconds >= 0 else None  # NaN compares False: no hint
 
 
-class RetryPolicy:
-    """What a writer does with a failure: classify it, back off, give up.
+class RetryPolicy(Protocol):
+    """What a writer asks of its retry policy; ``BackoffRetry`` is the default.
+
+    The writer sets ``scope`` (for logs) and reads ``exhausted`` (entries failed for good)
+    and ``last_error`` for its statistics and its ``DeliveryError``.
+    """
+
+    scope: str
+    exhausted: int
+    last_error: BaseException | None
+
+    def judge(
+        self, error: BaseException | None, call_id: int, *, delivered: bool
+    ) -> tuple[BaseException, ErrorKind]:
+        """The error a failed request reports and its kind (``error`` ``None``: it timed
+        out); ``delivered``: this writer delivered something already."""
+
+    def attempt(
+        self, seqs: Sequence[int], error: BaseException | None, retry_after: object
+    ) -> tuple[list[int], float]:
+        """Count a failed attempt of each of ``seqs``: the indexes of those to try again,
+        and when (seconds from now); the others failed for good."""
+
+    def forget(self, seqs: Sequence[int]) -> None:
+        """Those entries are settled."""
+
+    def give_up(self, count: int) -> None:
+        """``count`` entries failed for good without a retry (a fatal error)."""
+
+    def delivery_error(self, delivered: int) -> DeliveryError | None:
+        """The error the barrier raises for the entries that failed for good, if any."""
+
+
+class BackoffRetry:
+    """The default retry policy: classify a failure, back off, give up.
 
     - ``judge(error)`` (``None``: the request timed out): the error to report and its kind;
     - ``attempt(seqs)``: one more failed attempt of each entry: the indexes of those with

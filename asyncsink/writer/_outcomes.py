@@ -55,13 +55,14 @@ class Outcomes(Generic[E]):
     retry: RetryPolicy
     dead_letters: DeadLetters
     may_have_landed: Callable[[BaseException | None], bool]
+    max_bytes: int  # ``maxBatchSizeInBytes``
 
     def answered(
         self, call: Call[E], result: SubmitResult, now: float, in_flight: int
     ) -> Outcome[E] | None:
         """``call`` was answered with ``result``, ``in_flight`` requests being out."""
         run, seqs = call.run, call.run.seqs
-        batch, max_bytes = self.congestion.batch_limit(), self.retry.options.max_batch_size_in_bytes
+        batch, max_bytes = self.congestion.batch_limit(), self.max_bytes
         full = 2 * len(run.entries) >= batch or 2 * run.size >= max_bytes
         self.congestion.on_answer(call.sent, now, in_flight, full=full)
         retry = set(result.retry)

@@ -39,7 +39,7 @@ from ..errors import (
 from ..options import SinkOptions
 from ..policies.congestion import Congestion, CongestionStrategy
 from ..policies.dead_letter import DeadLetters
-from ..policies.retry import RetryPolicy
+from ..policies.retry import BackoffRetry, RetryPolicy
 from ..request import SubmitResult
 from ..stats import Tally, WriterStatistics
 from ..telemetry import NoMetrics, WriterMetrics, sink_attributes, writer_metrics
@@ -91,10 +91,20 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         call_log: durable call records for this writer's scope (a ``CallLog``, or any
             ``CallRecorder``); without one, nothing is remembered across attempts
             (idempotency keys are then unique per writer).
+        retry_policy: how failures are classified, backed off and given up on (a
+            ``RetryPolicy``); ``BackoffRetry`` from ``options`` and the sink's
+            ``classify_error`` if omitted.
+        congestion: how much may be in flight (a ``CongestionStrategy``); ``Congestion``
+            from ``options`` if omitted.
     """
 
     def __init__(
-        self, *, options: SinkOptions | None = None, call_log: CallRecorder | None = None
+        self,
+        *,
+        options: SinkOptions | None = None,
+        call_log: CallRecorder | None = None,
+        retry_policy: RetryPolicy | None = None,
+        congestion: CongestionStrategy | None = None,
     ) -> None:
         self.options = options = options or SinkOptions()
         self._log: CallRecorder = call_log if call_log is not None else NoRecords()
@@ -103,8 +113,10 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         self._calls: dict[int, Call[EntryT]] = {}
         self._ahead: Ahead[EntryT] = Ahead(self._log.ahead)
         self._in_flight_entries = 0
-        self._congestion: CongestionStrategy = Congestion(options)
-        self._retry = RetryPolicy(options, self.classify_error, self.describe_destination)
+        self._congestion: CongestionStrategy = congestion or Congestion(options)
+        self._retry: RetryPolicy = retry_policy or BackoffRetry(
+            options, self.classify_error, self.describe_destination
+        )
         self._dead_letters = DeadLetters(options.dead_letter, self.serialize_entry)
         self._intake: Intake[InputT, EntryT] = Intake(
             self, options.max_record_size_in_bytes, self._dead_letters, self._log, self._fail
@@ -124,6 +136,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
             self._retry,
             self._dead_letters,
             self.may_have_landed,
+            options.max_batch_size_in_bytes,
         )
         self._timeout = options.request_timeout_ms / 1000
         self._max_time_in_buffer = options.max_time_in_buffer_ms / 1000
