@@ -143,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments and arguments[0] == "records":
-        from .cli.records import main as records_main
+        from .cli.records_command import main as records_main
 
         return records_main(arguments[1:])
     parser = _parser()

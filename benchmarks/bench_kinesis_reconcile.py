@@ -12,7 +12,7 @@ stopped at the end; a fresh stream of ``--shards`` shards per run):
    stored it; the process stops as if killed, with the other requests in flight left
    pending), then the same scope is written again: the retry waits until the lost
    requests can no longer land and settles them by reading the shards. Prints what the
-   scan cost (from ``KinesisWriter.reconciler.reports``): calls, records looked for and
+   scan cost (from ``KinesisWriter.stream_scan.reports``): calls, records looked for and
    found, shards read, GetRecords calls, bytes read, seconds spent reading (the wait,
    requestTimeoutMs plus reconcileClockSkewMs, is printed apart), and checks that the
    stream holds every record once.
@@ -140,8 +140,8 @@ def one_scan(streams: Streams, entries: list[dict[str, Any]], lose_at: int) -> N
     held = Counter(ids)
     lost, twice = len(entries) - len(held), sum(held.values()) - len(held)
     stats = writer.statistics()
-    assert writer.reconciler is not None
-    for report in writer.reconciler.reports:
+    assert writer.stream_scan is not None
+    for report in writer.stream_scan.reports:
         cost = report.cost
         print(
             f"scan: {report.calls} calls ({report.records} records looked for, "

@@ -51,7 +51,7 @@ from .completion import (
     ScopeSummary,
     complete_scopes,
 )
-from .recorder import Reconciler, Released, Serializer
+from .recorder import CallLookUp, Released, Serializer
 from .records import (
     FAILED,
     PENDING,
@@ -128,7 +128,7 @@ class CallLog:
 
     # ------------------------------------------------------------------ opening
 
-    async def open(self, serialize: Serializer, reconcile: Reconciler) -> None:
+    async def open(self, serialize: Serializer, reconcile: CallLookUp) -> None:
         """Take the scope (bumping its epoch) and plan the recovery of earlier attempts.
 
         Raises:
@@ -208,7 +208,7 @@ class CallLog:
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise CorruptRecordError(self.scope, _META_KEY, repr(exc)) from exc
 
-    async def _settle_unfinished(self, record: CallRecord, reconcile: Reconciler) -> None:
+    async def _settle_unfinished(self, record: CallRecord, reconcile: CallLookUp) -> None:
         info = self._info(record)
         try:
             held = await reconcile(info)

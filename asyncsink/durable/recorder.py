@@ -16,11 +16,11 @@ from typing import Any, Protocol
 
 from ..request import CallInfo, idempotency_key
 
-__all__ = ["CallRecorder", "NoRecords", "Released", "Reconciler", "Serializer"]
+__all__ = ["CallRecorder", "NoRecords", "Released", "CallLookUp", "Serializer"]
 
 Released = tuple[int, Any, int]  # (seq, entry, size)
 Serializer = Callable[[Any], bytes]
-Reconciler = Callable[[CallInfo], Awaitable[Collection[int] | None]]
+CallLookUp = Callable[[CallInfo], Awaitable[Collection[int] | None]]
 
 
 class CallRecorder(Protocol):
@@ -43,7 +43,7 @@ class CallRecorder(Protocol):
     @property
     def changes(self) -> int: ...
 
-    async def open(self, serialize: Serializer, reconcile: Reconciler) -> None:
+    async def open(self, serialize: Serializer, reconcile: CallLookUp) -> None:
         """Take the scope and plan the recovery of earlier attempts."""
 
     def admit(self, seq: int, entry: Any, size: int, now: float) -> bool:
@@ -108,7 +108,7 @@ class NoRecords:
         self.scope_name = f"writer-{uuid.uuid4()}"
         self._next_call = 0
 
-    async def open(self, serialize: Serializer, reconcile: Reconciler) -> None:
+    async def open(self, serialize: Serializer, reconcile: CallLookUp) -> None:
         return None
 
     def admit(self, seq: int, entry: Any, size: int, now: float) -> bool:

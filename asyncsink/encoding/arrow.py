@@ -1,4 +1,4 @@
-"""JSON entries of an Arrow record batch, encoded a column at a time (see ``contract``).
+"""JSON entries of an Arrow record batch, encoded a column at a time (see ``json_rules``).
 
 Each column becomes the JSON text of its values in one binary array, mostly inside
 pyarrow: integers and decimals are cast to text, strings get their escapes by a few
@@ -23,9 +23,9 @@ import numpy as np
 import orjson
 
 from ..entries.packed import PackedEntries
-from .contract import JsonContract
 from .errors import EntryEncodingError
 from .instants import timestamp_texts
+from .json_rules import JsonContract
 from .text import duration_text, interval_text, variant_text
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ from typing import Literal
 
 from ..errors import OptionError
 from ..options import Options, option
-from .contract import JsonContract
+from .json_rules import JsonContract
 
 __all__ = ["JsonOptions"]
 
@@ -15,7 +15,7 @@ __all__ = ["JsonOptions"]
 @dataclass(frozen=True, kw_only=True, repr=False)
 class JsonOptions(Options):
     """``decimalAs`` and ``timeZone``: the choices of the JSON contract (see
-    ``asyncsink.encoding.contract``)."""
+    ``asyncsink.encoding.json_rules``)."""
 
     decimal_as: Literal["number", "string"] = option(
         "number",

@@ -35,8 +35,8 @@ from ..entries.arrow_rows import ArrowRow, ArrowRows
 from ..entries.packed import PackedEntries
 from ..entries.rows import fields_of, unique_fields
 from .arrow import encode_batch
-from .contract import JsonContract
 from .errors import EntryEncodingError
+from .json_rules import JsonContract
 from .text import duration_text, interval_text, time_text, timestamp_text, variant_text
 
 __all__ = ["JsonEntryEncoder"]

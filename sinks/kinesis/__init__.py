@@ -26,9 +26,9 @@ Needs the ``kinesis`` extra: ``pip install asyncsink[kinesis]``.
 """
 
 from .clients import close_clients
+from .converter import KinesisEntry
 from .errors import translate_error
 from .options import KinesisOptions, sink_options_for_kinesis
-from .records import KinesisEntry
 from .writer import KinesisWriter, create_writer
 
 __all__ = [

@@ -34,7 +34,7 @@ from typing import Any, overload
 
 import orjson
 
-from .records import KinesisEntry
+from .converter import KinesisEntry
 
 __all__ = ["EncodedRecords", "install", "put_records", "put_records_body"]
 

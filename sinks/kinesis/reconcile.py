@@ -3,7 +3,7 @@
 PutRecords takes no idempotency key. When a task dies with requests in flight (killed,
 its machine lost, its answer never read), the durable call records know which calls it
 left PENDING and, once the retry was given their rows again, which records they carried;
-only the stream knows whether they landed. ``StreamReconciler`` finds out by reading it:
+only the stream knows whether they landed. ``StreamScan`` finds out by reading it:
 
 1. **Wait** until the lost request can no longer land: the time the call last left (its
    PENDING record, or its last re-send) plus ``requestTimeoutMs`` (the writer gives up on
@@ -40,7 +40,7 @@ shard, shared with the stream's consumers; pages of at most 10,000 records) and 
 when throttled. A call the scan could not settle is re-sent as it was (at least once: its
 records may then be stored twice), logged at WARNING, and counted in the writer's
 statistics as re-sent unsettled (``resent_calls``); settled calls count as
-``reconciled``. Each scan's cost is kept in ``StreamReconciler.reports``.
+``reconciled``. Each scan's cost is kept in ``StreamScan.reports``.
 """
 
 from __future__ import annotations
@@ -56,14 +56,14 @@ from botocore.exceptions import ClientError
 
 from asyncsink.request import CallInfo
 
+from .converter import KinesisEntry
 from .errors import translate_error
-from .records import KinesisEntry
 from .shards import ReadCost, Shard, ShardCursor, error_code, hash_key, list_shards
 
 __all__ = [
     "ReconcileSettings",
     "ScanReport",
-    "StreamReconciler",
+    "StreamScan",
     "acknowledged_detail",
     "safe_starts",
 ]
@@ -283,7 +283,7 @@ class _Scan:
                 self.report.settled += 1
 
 
-class StreamReconciler:
+class StreamScan:
     """Looks the calls of lost attempts up in the stream (see the module docstring).
 
     Args:

@@ -29,8 +29,8 @@ from botocore.exceptions import ClientError
 
 from asyncsink.errors import RetryableError, ThrottledError
 
+from .converter import KinesisEntry
 from .errors import translate_error
-from .records import KinesisEntry
 
 __all__ = ["Page", "ReadCost", "Shard", "ShardCursor", "hash_key", "list_shards"]
 

@@ -28,12 +28,12 @@ from ..registry import SinkEntry
 from ..web.redact import mask_in_logs, unmask_in_logs
 from .answers import read_put_records
 from .clients import ClientSettings, get_client
+from .converter import KinesisEntry, RecordConverter, as_mapping
 from .errors import MaskedError, never_connected, translate_error
 from .options import KinesisOptions
 from .options import sink_options_for_kinesis as _sink_options
 from .put_records import install, put_records
-from .reconcile import ReconcileSettings, StreamReconciler, acknowledged_detail
-from .records import KinesisEntry, RecordConverter, as_mapping
+from .reconcile import ReconcileSettings, StreamScan, acknowledged_detail
 
 __all__ = ["KinesisWriter", "create_writer"]
 
@@ -118,7 +118,7 @@ class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
             read_timeout=timeout + 1.0,
             max_pool_connections=max(10, self.options.max_in_flight_requests),
         )
-        self._reconciler: StreamReconciler | None = None
+        self._stream_scan: StreamScan | None = None
         if call_log is not None and kinesis.reconcile_by_reading:
             settings = ReconcileSettings(
                 request_timeout=timeout,
@@ -126,16 +126,16 @@ class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
                 time_budget=kinesis.reconcile_time_budget_ms / 1000,
                 byte_budget=kinesis.reconcile_byte_budget,
             )
-            self._reconciler = StreamReconciler(
+            self._stream_scan = StreamScan(
                 self._current_client, self._stream_parameters, kinesis.stream, settings
             )
         self._sent = 0  # calls with a lower id have been handed to PutRecords
 
     @property
-    def reconciler(self) -> StreamReconciler | None:
+    def stream_scan(self) -> StreamScan | None:
         """What settles lost attempts' calls by reading the stream (its ``reports`` say
         what each scan cost); ``None`` without call records or ``reconcileByReading``."""
-        return self._reconciler
+        return self._stream_scan
 
     @property
     def client(self) -> Any:
@@ -207,7 +207,7 @@ class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
             RetryableError: the answer does not say which records were stored (see
                 ``asyncsink.sinks.kinesis.answers``).
         """
-        reading = self._reconciler is not None
+        reading = self._stream_scan is not None
         if reading:
             call_id = current_call().call_id
             if call_id >= self._sent:
@@ -240,9 +240,9 @@ class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
         """The entries of ``call``, left without an answer by an earlier attempt, that the
         stream holds, found by reading the shards they map to; ``None`` when that cannot
         be told within the scan's budget, or without ``reconcileByReading``."""
-        if self._reconciler is None:
+        if self._stream_scan is None:
             return None
-        return await self._reconciler.held(call, entries, self.recorded_results())
+        return await self._stream_scan.held(call, entries, self.recorded_results())
 
     def may_have_landed(self, error: BaseException | None) -> bool:
         """Whether a PutRecords request that failed with ``error`` may have stored its

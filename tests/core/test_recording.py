@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from asyncsink import CallInfo, SinkOptions, SubmitResult
-from asyncsink.durable.recorder import NoRecords, Reconciler, Serializer
+from asyncsink.durable.recorder import CallLookUp, NoRecords, Serializer
 
 from .fakes import Destination, FakeWriter
 
@@ -23,7 +23,7 @@ class Spy(NoRecords):
         super().__init__()
         self.events: list[tuple[str, Any]] = []
 
-    async def open(self, serialize: Serializer, reconcile: Reconciler) -> None:
+    async def open(self, serialize: Serializer, reconcile: CallLookUp) -> None:
         self.events.append(("open", None))
 
     def new_call(self, seqs: Sequence[int], entries: Sequence[Any]) -> CallInfo:

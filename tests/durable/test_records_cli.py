@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from asyncsink import Scope
-from asyncsink.cli.records import main, parse_duration
+from asyncsink.cli.records_command import main, parse_duration
 from asyncsink.durable.calls import DurableContext
 from asyncsink.durable.completion import ScopeSummary, complete_scopes
 from asyncsink.durable.retention import purge_scopes

@@ -17,13 +17,13 @@ from aiobotocore.awsrequest import AioAWSResponse
 from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
 
+from asyncsink.sinks.kinesis.converter import KinesisEntry
 from asyncsink.sinks.kinesis.put_records import (
     EncodedRecords,
     install,
     put_records,
     put_records_body,
 )
-from asyncsink.sinks.kinesis.records import KinesisEntry
 
 pytestmark = pytest.mark.anyio
 

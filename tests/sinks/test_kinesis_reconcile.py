@@ -40,7 +40,7 @@ from asyncsink import CallInfo, CallLog, OptionError, Scope, WriterStatistics
 from asyncsink.sinks.kinesis import KinesisEntry, KinesisOptions, KinesisWriter, create_writer
 from asyncsink.sinks.kinesis.reconcile import (
     ReconcileSettings,
-    StreamReconciler,
+    StreamScan,
     acknowledged_detail,
     safe_starts,
 )
@@ -100,14 +100,14 @@ def test_reading_is_on_by_default_and_its_budgets_parse_from_spark_options() -> 
     options = {"streamName": "s", "reconcileTimeBudgetMs": "2s", "reconcileByteBudget": "1mb",
                "reconcileClockSkewMs": "250ms"}  # fmt: skip
     log = CallLog(MemoryStore(), Scope("s", 0, 0))
-    reconciler = create_writer(options, call_log=log).reconciler
+    reconciler = create_writer(options, call_log=log).stream_scan
     assert reconciler is not None
     assert reconciler.settings == ReconcileSettings(
         request_timeout=60.0, clock_skew=0.25, time_budget=2.0, byte_budget=1024 * 1024
     )
-    assert create_writer({"streamName": "s"}).reconciler is None, "nothing to settle without logs"
+    assert create_writer({"streamName": "s"}).stream_scan is None, "nothing to settle without logs"
     off = create_writer({"streamName": "s", "reconcileByReading": "false"}, call_log=log)
-    assert off.reconciler is None
+    assert off.stream_scan is None
     with pytest.raises(OptionError, match="reconcileByteBudget"):
         create_writer({"streamName": "s", "reconcileByteBudget": "0"})
 
@@ -219,13 +219,13 @@ def shard(index: int, first: int, last: int, *, parent: str | None = None,
     return value
 
 
-def reconciler_for(stream: FakeStream, **settings: Any) -> StreamReconciler:
+def reconciler_for(stream: FakeStream, **settings: Any) -> StreamScan:
     async def client() -> Any:
         return stream
 
     values = {"request_timeout": 2.0, "clock_skew": 0.0, "time_budget": 10.0,
               "byte_budget": 10**9, **settings}  # fmt: skip
-    return StreamReconciler(client, {"StreamName": "s"}, "s", ReconcileSettings(**values))
+    return StreamScan(client, {"StreamName": "s"}, "s", ReconcileSettings(**values))
 
 
 def lost_call(call_id: int, count: int, since: float) -> CallInfo:
@@ -455,8 +455,8 @@ async def test_a_writer_killed_with_calls_in_flight_is_replayed_without_loss_or_
     stats = writer.statistics()
     assert stats.reconciled >= 1 and stats.resent_calls == 0, stats.summary()
     assert stats.skipped + stats.delivered == settings["rows"]
-    assert writer.reconciler is not None
-    (report,) = writer.reconciler.reports  # the lost calls were looked up together
+    assert writer.stream_scan is not None
+    (report,) = writer.stream_scan.reports  # the lost calls were looked up together
     assert report.unsettled == 0 and report.settled == stats.reconciled
     if point != "before_send":  # the call applied before the death is found, not re-sent
         assert report.found >= 50
@@ -493,8 +493,8 @@ async def test_calls_lost_across_shard_splits_are_found_in_parents_and_children(
     assert len(shards_used) == 8, "rows in both split parents and all four children"
     stats = writer.statistics()
     assert stats.reconciled >= 1 and stats.resent_calls == 0, stats.summary()
-    assert writer.reconciler is not None
-    (report,) = writer.reconciler.reports
+    assert writer.stream_scan is not None
+    (report,) = writer.stream_scan.reports
     assert report.shards_listed == 8 and report.found >= 50 and report.unsettled == 0
 
 
@@ -588,7 +588,9 @@ async def test_answers_lost_within_an_attempt_are_settled_by_reading_the_stream(
     assert (stats.reconciled, stats.resent_calls) == (2, 0), stats.summary()
     assert stats.delivered == 600 and stats.skipped == 0
     assert stats.requests_failed == 3 and stats.retried == 50  # only the unsent call again
-    assert writer.reconciler is not None and sum(r.found for r in writer.reconciler.reports) == 100
+    assert (
+        writer.stream_scan is not None and sum(r.found for r in writer.stream_scan.reports) == 100
+    )
 
 
 @pytest.mark.emulator
@@ -604,7 +606,9 @@ async def test_server_side_failures_are_settled_by_reading_and_refusals_are_sent
     stats = writer.statistics()
     assert (stats.reconciled, stats.resent_calls) == (2, 0), stats.summary()
     assert stats.requests_failed == 3 and stats.retried == 50  # only the throttled call
-    assert writer.reconciler is not None and sum(r.found for r in writer.reconciler.reports) == 100
+    assert (
+        writer.stream_scan is not None and sum(r.found for r in writer.stream_scan.reports) == 100
+    )
 
 
 @pytest.mark.emulator

@@ -320,7 +320,7 @@ def test_check_url_refuses_unknown_parameters_and_bad_options_without_values() -
 
 
 def test_the_records_cli_shows_no_password(secret_url: str) -> None:
-    from asyncsink.cli.records import main
+    from asyncsink.cli.records_command import main
 
     url = f"{secret_url}?table={_table()}"
 
