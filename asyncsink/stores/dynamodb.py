@@ -48,6 +48,7 @@ from aiobotocore.config import AioConfig
 from botocore.exceptions import ClientError
 
 from asyncsink.clients import connections
+from asyncsink.aws.credentials import AwsIdentity
 from asyncsink.errors import DurableError, FencedError
 from asyncsink.masking import mask_url
 from asyncsink.stores.base import (
@@ -89,7 +90,9 @@ class DynamoDBStore(RecordStore):
     """A ``RecordStore`` in a DynamoDB table, for stores every executor of a cluster shares.
 
     Without ``credentials`` the usual AWS chain applies (environment, profile, instance
-    role); ``region`` and ``endpoint_url`` likewise default to the environment's.
+    role); ``region`` and ``endpoint_url`` likewise default to the environment's. With
+    ``role_arn`` those credentials assume that role (``external_id``,
+    ``role_session_name``), and its credentials refresh themselves before they expire.
 
     The client is opened on first use, inside the running event loop, and serves that loop
     only: ``aclose()`` the store before its loop ends; it reopens on its next use, in
@@ -111,6 +114,9 @@ class DynamoDBStore(RecordStore):
         connect_timeout: float = 5.0,
         read_timeout: float = 10.0,
         max_attempts: int = 5,
+        role_arn: str | None = None,
+        external_id: str | None = None,
+        role_session_name: str | None = None,
     ) -> None:
         if not table:
             raise ValueError("table must be a non-empty DynamoDB table name")
@@ -125,15 +131,35 @@ class DynamoDBStore(RecordStore):
             # for botocore's backoff before it is retried).
             connector_args={"keepalive_timeout": connections.IDLE_CONNECTION_S},
         )
+        role = None
+        if role_arn is not None:  # assumed with the credentials (or the default chain)
+            keys = credentials or AwsCredentials("", "")
+            role = AwsIdentity(
+                access_key_id=keys.access_key_id or None,
+                secret_access_key=keys.secret_access_key or None,
+                session_token=keys.session_token,
+                role_arn=role_arn,
+                external_id=external_id,
+                role_session_name=role_session_name,
+                region=region,
+            )
         self._db = TableClient(
-            table, region, endpoint_url, credentials, create_table=create_table, config=config
+            table,
+            region,
+            endpoint_url,
+            credentials,
+            create_table=create_table,
+            config=config,
+            role=role,
         )
 
     @classmethod
     def from_url(cls, url: str) -> DynamoDBStore:
         """Open ``dynamodb://TABLE?region=us-east-1&endpoint_url=http://127.0.0.1:8000``.
 
-        Options: ``region``, ``endpoint_url``, ``create_table`` (``true``/``false``).
+        Options: ``region``, ``endpoint_url``, ``create_table`` (``true``/``false``), and
+        ``role_arn`` with ``external_id`` and ``role_session_name`` to assume a role (its
+        credentials refresh themselves).
         Credentials are never taken from a URL; they come from the AWS chain. Nothing is
         contacted until the store is first used.
 
@@ -146,6 +172,9 @@ class DynamoDBStore(RecordStore):
             parsed.region,
             parsed.endpoint_url,
             create_table=parsed.create_table,
+            role_arn=parsed.role_arn,
+            external_id=parsed.external_id,
+            role_session_name=parsed.role_session_name,
         )
 
     @classmethod

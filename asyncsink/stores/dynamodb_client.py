@@ -21,6 +21,8 @@ from aiobotocore.session import get_session
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from asyncsink.aws.credentials import AwsIdentity
+from asyncsink.aws.sessions import client_credentials
 from asyncsink.errors import DurableError
 from asyncsink.masking import mask_url
 from asyncsink.stores.base import Scope
@@ -69,8 +71,10 @@ class TableClient:
         *,
         create_table: bool,
         config: Config,
+        role: AwsIdentity | None = None,
     ) -> None:
         self.table = table
+        self._role = role
         self._region = region
         self._endpoint_url = endpoint_url
         self._credentials = credentials
@@ -202,6 +206,8 @@ class TableClient:
             }
         session = get_session()
         session.register_component("data_loader", _data_loader(session))
+        if self._role is not None:  # an assumed role, refreshed by the shared source
+            secrets = client_credentials(session, self._role)
         return session.create_client(
             "dynamodb",
             region_name=self._region,

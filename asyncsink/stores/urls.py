@@ -24,6 +24,7 @@ __all__ = [
 
 _TABLE_NAME = re.compile(r"[A-Za-z0-9_.-]{3,255}")
 _REGION = re.compile(r"[a-z]{2}(-[a-z0-9]+)+")
+_ROLE_ARN = re.compile(r"arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}", re.ASCII)
 _PG_NAME = r"[A-Za-z_][A-Za-z0-9_]{0,39}"
 _PG_TABLE = re.compile(rf"(?:({_PG_NAME})\.)?({_PG_NAME})")
 _PG_OWN_OPTIONS = ("create_table", "table")
@@ -37,6 +38,9 @@ class DynamoDBURL:
     region: str | None = None
     endpoint_url: str | None = None
     create_table: bool = True
+    role_arn: str | None = None
+    external_id: str | None = None
+    role_session_name: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +143,11 @@ def parse_dynamodb_url(url: str) -> DynamoDBURL:
             f"not a dynamodb store URL (expected {form}, a table name of 3 to 255 letters, "
             "digits, '_', '-' or '.')"
         )
-    _allow("dynamodb", options, ["create_table", "endpoint_url", "region"])
+    _allow(
+        "dynamodb",
+        options,
+        ["create_table", "endpoint_url", "external_id", "region", "role_arn", "role_session_name"],
+    )
     create = options.get("create_table", "true").lower()
     if create not in ("true", "false"):
         raise ValueError("dynamodb store option create_table must be true or false")
@@ -157,7 +165,24 @@ def parse_dynamodb_url(url: str) -> DynamoDBURL:
                 "dynamodb store option endpoint_url must be an http:// or https:// URL with "
                 "a host, like http://127.0.0.1:8000"
             )
-    return DynamoDBURL(table, region, endpoint, create_table=create == "true")
+    role = options.get("role_arn")
+    if role is not None and not _ROLE_ARN.fullmatch(role):
+        raise ValueError(
+            "dynamodb store option role_arn must be a role ARN, like "
+            "arn:aws:iam::123456789012:role/NAME"
+        )
+    for name in ("external_id", "role_session_name"):
+        if options.get(name) is not None and role is None:
+            raise ValueError(f"dynamodb store option {name} needs role_arn")
+    return DynamoDBURL(
+        table,
+        region,
+        endpoint,
+        create_table=create == "true",
+        role_arn=role,
+        external_id=options.get("external_id"),
+        role_session_name=options.get("role_session_name"),
+    )
 
 
 def check_timeout(timeout: float) -> float:

@@ -43,6 +43,8 @@ from aiobotocore.config import AioConfig
 from aiobotocore.session import AioSession, get_session
 
 from asyncsink.clients import connections
+from asyncsink.aws.credentials import AwsIdentity
+from asyncsink.aws.sessions import client_credentials
 
 from .. import loop_clients
 from . import put_records
@@ -66,6 +68,8 @@ class ClientSettings:
     connect_timeout: float = 10.0
     read_timeout: float = 60.0
     max_pool_connections: int = 16
+    identity: AwsIdentity | None = None
+    """An assumed role (its credentials come from the process's shared source)."""
 
     def key(self) -> tuple[Any, ...]:
         """The cache key: the settings with the credentials replaced by a digest."""
@@ -81,6 +85,7 @@ class ClientSettings:
             self.connect_timeout,
             self.read_timeout,
             self.max_pool_connections,
+            self.identity,
         )
 
 
@@ -118,14 +123,19 @@ def open_client_count() -> int:
 async def _open_client(settings: ClientSettings, stack: AsyncExitStack) -> Any:
     # A session of its own: a session caches credentials whose refresh lock binds to a loop.
     session: AioSession = get_session()
+    keys: dict[str, str | None] = {
+        "aws_access_key_id": settings.aws_access_key_id,
+        "aws_secret_access_key": settings.aws_secret_access_key,
+        "aws_session_token": settings.aws_session_token,
+    }
+    if settings.identity is not None:  # an assumed role, refreshed by the shared source
+        keys = client_credentials(session, settings.identity)
     client = await stack.enter_async_context(
         session.create_client(
             "kinesis",
             region_name=settings.region,
             endpoint_url=settings.endpoint_url,
-            aws_access_key_id=settings.aws_access_key_id,
-            aws_secret_access_key=settings.aws_secret_access_key,
-            aws_session_token=settings.aws_session_token,
+            **keys,
             config=AioConfig(
                 retries={"total_max_attempts": 1, "mode": "standard"},
                 connect_timeout=settings.connect_timeout,

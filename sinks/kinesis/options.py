@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from asyncsink.aws.credentials import AwsCredentialOptions, AwsIdentity
 from asyncsink.encoding.options import JsonOptions
 from asyncsink.errors import OptionError
 from asyncsink.options import SinkOptions, option, spark_name
@@ -56,7 +57,6 @@ KINESIS_SINK_DEFAULTS: Mapping[str, int] = {
 
 PartitionKeyMode = Literal["auto", "field", "fixed", "random", "hash"]
 
-_CREDENTIAL = re.compile(r"^[!-~]+\Z")
 _REGION = re.compile(r"^(?![0-9]+\Z)(?!-)[a-zA-Z0-9-]{1,63}(?<!-)\Z")  # botocore's rule
 _ENDPOINT_RULE = "a URL like https://host[:port], with a port from 1 to 65535"
 _STREAM_NAME = re.compile(r"^[a-zA-Z0-9_.-]{1,128}\Z")
@@ -66,7 +66,7 @@ _STREAM_ARN = re.compile(
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
-class KinesisOptions(JsonOptions):
+class KinesisOptions(AwsCredentialOptions, JsonOptions):
     """Where the Kinesis sink delivers and how a row becomes a Kinesis record.
 
     Built from Python keywords or, with the writer's options, from Spark's string options
@@ -94,20 +94,6 @@ class KinesisOptions(JsonOptions):
         None,
         doc="Endpoint to send to instead of the regional AWS one: a VPC endpoint or a local "
         "emulator, as http(s)://host[:port].",
-    )
-    aws_access_key_id: str | None = option(
-        None,
-        secret=True,
-        doc="Access key id. Without it the AWS SDK's default credential chain is used "
-        "(environment, shared credentials file, container or instance role). Never shown.",
-    )
-    aws_secret_access_key: str | None = option(
-        None, secret=True, doc="Secret access key; goes with awsAccessKeyId. Never shown."
-    )
-    aws_session_token: str | None = option(
-        None,
-        secret=True,
-        doc="Session token of temporary credentials; goes with awsAccessKeyId. Never shown.",
     )
     partition_key_mode: PartitionKeyMode = option(
         "auto",
@@ -180,7 +166,7 @@ class KinesisOptions(JsonOptions):
     def __post_init__(self) -> None:
         JsonOptions.__post_init__(self)
         self._check_stream()
-        self._check_credentials()
+        self._check_aws_credentials()
         self._check_partition_key()
         if self.region is not None and not _REGION.match(self.region):
             raise OptionError("region", self.region, "a region name like us-east-1")
@@ -214,32 +200,6 @@ class KinesisOptions(JsonOptions):
                 "streamArn",
                 self.stream_arn,
                 "an ARN like arn:aws:kinesis:REGION:ACCOUNT:stream/NAME",
-            )
-
-    def _check_credentials(self) -> None:
-        for name in ("aws_access_key_id", "aws_secret_access_key", "aws_session_token"):
-            value = getattr(self, name)
-            if value is not None and not _CREDENTIAL.match(value):
-                raise OptionError(
-                    spark_name(name), "<hidden>", "printable ASCII characters without spaces"
-                )
-        key, secret = self.aws_access_key_id, self.aws_secret_access_key
-        if bool(key) != bool(secret):
-            missing = "awsSecretAccessKey" if key else "awsAccessKeyId"
-            raise OptionError(
-                missing,
-                None,
-                "both awsAccessKeyId and awsSecretAccessKey, or neither",
-                message=f"option {missing!r} is missing: awsAccessKeyId and "
-                "awsSecretAccessKey go together (or set neither to use the default "
-                "credential chain)",
-            )
-        if self.aws_session_token and not key:
-            raise OptionError(
-                "awsSessionToken",
-                None,
-                "awsAccessKeyId and awsSecretAccessKey with it",
-                message="option 'awsSessionToken' needs awsAccessKeyId and awsSecretAccessKey",
             )
 
     def _check_partition_key(self) -> None:
@@ -344,8 +304,18 @@ class KinesisOptions(JsonOptions):
     @property
     def secrets(self) -> tuple[str, ...]:
         """The credential values set, for scrubbing messages."""
-        values = (self.aws_access_key_id, self.aws_secret_access_key, self.aws_session_token)
+        values = (
+            self.aws_access_key_id,
+            self.aws_secret_access_key,
+            self.aws_session_token,
+            self.aws_external_id,
+        )
         return tuple(value for value in values if value)
+
+    @property
+    def identity(self) -> AwsIdentity:
+        """Whose credentials the writer uses (static keys, the default chain, a role)."""
+        return self.aws_identity(self.effective_region)
 
 
 def _check_endpoint_url(url: str) -> None:

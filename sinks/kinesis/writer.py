@@ -114,6 +114,7 @@ class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
             aws_access_key_id=kinesis.aws_access_key_id,
             aws_secret_access_key=kinesis.aws_secret_access_key,
             aws_session_token=kinesis.aws_session_token,
+            identity=kinesis.identity if kinesis.aws_role_arn else None,
             connect_timeout=min(10.0, timeout),
             read_timeout=timeout + 1.0,
             max_pool_connections=max(10, self.options.max_in_flight_requests),

@@ -143,7 +143,7 @@ def test_every_option_is_documented_under_its_spark_name() -> None:
     for name, spec in specs.items():
         assert len(spec.doc) > 20, name
     assert {name for name, spec in specs.items() if spec.secret} == {
-        "awsAccessKeyId", "awsSecretAccessKey", "awsSessionToken"}  # fmt: skip
+        "awsAccessKeyId", "awsSecretAccessKey", "awsSessionToken", "awsExternalId"}  # fmt: skip
 
 
 def test_spark_options_build_both_option_groups_case_insensitively() -> None:
