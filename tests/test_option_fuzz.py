@@ -32,6 +32,25 @@ BASE: dict[str, dict[str, Any]] = {
 WRONG_TYPE = 12345  # a Python int where a string, a boolean or a choice is expected
 WRONG_NUMBER = "lots"  # a string that is no number, where a number is expected
 KEYS = {"awsAccessKeyId": "AKIDEXAMPLE", "awsSecretAccessKey": "wJalrXUtnFEMI"}
+ROLE = {"awsRoleArn": "arn:aws:iam::123456789012:role/writer"}
+OAUTH2 = {"oauth2TokenUrl": "https://auth.example/token", "oauth2ClientId": "job",
+          "oauth2ClientSecret": "s3cret"}  # fmt: skip
+
+
+def _client_cert() -> str:
+    """A real client certificate file, so that a wrong clientKey is what fails."""
+    import tempfile
+
+    import trustme
+
+    folder = tempfile.mkdtemp(prefix="asyncsink-fuzz-")
+    issued = trustme.CA().issue_cert("client.example")
+    path = f"{folder}/client.pem"
+    issued.cert_chain_pems[0].write_to_path(path)
+    return path
+
+
+CLIENT_CERT = _client_cert()
 
 # Option -> (a value out of its range, options it needs beside it to reach its own check;
 # None removes a base option). Numbers below their minimum are derived, not listed.
@@ -68,6 +87,25 @@ OUT_OF_RANGE: dict[str, tuple[Any, dict[str, Any]]] = {
     "explicitHashKeyField": ("", {}),
     "payloadField": ("", {}),
     "maxRecordSizeInBytes": ("10485761", {}),  # Kinesis: above 10 MiB; the core: below 1
+    "awsService": ("Open Search", {"region": "us-east-1"}),
+    "awsRoleArn": ("arn:aws:iam::123:role/writer", {}),
+    "awsExternalId": ("ext\u00e9rnal", ROLE),
+    "awsRoleSessionName": ("a b", ROLE),
+    "oauth2TokenUrl": (
+        "ftp://auth.example/token",
+        {k: v for k, v in OAUTH2.items() if k != "oauth2TokenUrl"},
+    ),
+    "oauth2ClientId": ("j\u00f6b", {k: v for k, v in OAUTH2.items() if k != "oauth2ClientId"}),
+    "oauth2ClientSecret": (
+        "s3\ncret",
+        {k: v for k, v in OAUTH2.items() if k != "oauth2ClientSecret"},
+    ),
+    "oauth2Scope": ("r\u00e9ad", OAUTH2),
+    "oauth2Audience": ("\u00e0udience", OAUTH2),
+    "oauth2ClientAuth": ("jwt", {}),
+    "clientCert": ("/nonexistent/client.pem", {}),
+    "clientKey": ("/nonexistent/client.key", {"clientCert": CLIENT_CERT}),
+    "clientKeyPassword": ("p\u00e4ss\nword", {"clientCert": CLIENT_CERT}),
     "recordStore": ("mysql://db.example/records", {"sinkId": "fuzz"}),
     "recordStoreScope": ("everywhere", {"sinkId": "fuzz"}),
 }

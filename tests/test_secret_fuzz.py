@@ -75,8 +75,8 @@ class _Echo(BaseHTTPRequestHandler):
         server: Any = self.server
         if "X-Amz-Target" in self.headers:  # Kinesis: a request error that echoes it all
             self._answer(400, {"__type": "ValidationException", "message": echo})
-        elif server.mode == "refuse":
-            self._answer(401, {"error": echo})
+        elif server.mode == "refuse" or self.path.startswith(("/token", "/sts")):
+            self._answer(401, {"error": echo})  # a token endpoint, STS: refused
         elif "/_bulk" in self.path:
             count = body.count(b"\n") // 2
             items = [{"index": {"status": 201}} for _ in range(count)]
@@ -124,12 +124,38 @@ def base(sink: str, echo: Any) -> dict[str, Any]:
     }[sink]
 
 
+KEYS = {"awsAccessKeyId": "AKIDEXAMPLE", "awsSecretAccessKey": "wJalrXUt"}
 NEEDS = {  # what a secret option needs beside it to be accepted
     "basicPassword": {"basicUsername": "user"},
     "awsAccessKeyId": {"awsSecretAccessKey": "wJalrXUtnFEMI"},
     "awsSecretAccessKey": {"awsAccessKeyId": "AKIDEXAMPLE"},
-    "awsSessionToken": {"awsAccessKeyId": "AKIDEXAMPLE", "awsSecretAccessKey": "wJalrXUt"},
+    "awsSessionToken": KEYS,
+    "awsExternalId": {**KEYS, "awsRoleArn": "arn:aws:iam::123456789012:role/writer"},
+    "oauth2ClientSecret": {"oauth2ClientId": "user"},  # and oauth2TokenUrl, in needs()
+    "clientKeyPassword": {},  # and clientCert, in needs()
 }
+SIGNING = {  # what the AWS options need on the sinks that sign requests
+    "http": {"awsService": "execute-api", "region": "us-east-1"},
+    "elasticsearch": {"awsService": "es", "region": "us-east-1"},
+}
+
+
+def needs(sink: str, name: str, echo: Any, tmp_path: Any) -> dict[str, Any]:
+    """What the secret option ``name`` needs beside it on ``sink`` to be accepted."""
+    found = dict(NEEDS.get(name, {}))
+    if name.startswith("aws"):
+        found.update(SIGNING.get(sink, {}))
+    if name.startswith("oauth2"):
+        found["oauth2TokenUrl"] = f"http://127.0.0.1:{echo.server_port}/token"
+    if name == "clientKeyPassword":
+        import trustme
+
+        path = tmp_path / "client.pem"
+        trustme.CA().issue_cert("client.example").private_key_and_cert_chain_pem.write_to_path(
+            str(path)
+        )
+        found["clientCert"] = str(path)
+    return found
 
 
 # botocore logs request headers at DEBUG, the access key id (in Authorization) and the
@@ -215,10 +241,18 @@ def exercise(
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(("sink", "name", "kind"), secret_cases())
 def test_a_secret_option_leaves_no_trace(
-    sink: str, name: str, kind: str, echo: Any, caplog: pytest.LogCaptureFixture
+    sink: str,
+    name: str,
+    kind: str,
+    echo: Any,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Any,
 ) -> None:
     secret = SECRETS[kind]
-    options = {**base(sink, echo), **NEEDS.get(name, {}), name: secret}
+    # An assumed role asks STS: the echo server answers for it, echoing what it got.
+    monkeypatch.setenv("AWS_ENDPOINT_URL_STS", f"http://127.0.0.1:{echo.server_port}/sts")
+    options = {**base(sink, echo), **needs(sink, name, echo, tmp_path), name: secret}
     exercise(sink, options, secret, caplog)
 
 

@@ -28,6 +28,7 @@ from asyncsink.testing.accounting import Ledger, entry_identity
 from asyncsink.testing.faults import Faults
 from asyncsink.testing.http11 import HttpError, Request, read_request, render_response
 from asyncsink.testing.idempotency import IdempotencyStore, Verdict
+from asyncsink.testing.sigv4 import SigV4Check, verify
 
 __all__ = ["ServerConfig", "FaultEndpoint", "serve"]
 
@@ -45,6 +46,7 @@ class ServerConfig:
     faults: Faults = field(default_factory=Faults)
     id_field: str = "id"
     require_auth: str | None = field(default=None, repr=False)
+    sigv4: SigV4Check | None = field(default=None, repr=False)
     idempotency_header: str = "Idempotency-Key"
     idempotency_capacity: int = 1_000_000
     keep_ids: bool = True
@@ -261,6 +263,13 @@ class FaultEndpoint:
         ):
             scheme = self._auth.decode().partition(" ")[0] or "Bearer"
             return _error(401, "unauthorized", ("www-authenticate", f'{scheme} realm="fault"'))
+        check = self.config.sigv4
+        if check is not None:
+            url = f"http://{request.headers.get('host', '')}{request.target}"
+            refused = verify(check, request.method, url, request.headers, request.body)
+            if refused is not None:
+                status, message = refused
+                return status, orjson.dumps({"message": message}), ()
         if self._script:
             return self._scripted(self._script.popleft())
         return None

@@ -39,6 +39,9 @@ Whole-request answers, all with a JSON body ``{"error": "..."}``:
 - 400 malformed body (not gzip, not JSON, not an array); 415 unknown content encoding;
   405 a method other than POST or PUT;
 - 401 with ``WWW-Authenticate`` when ``require_auth`` is set and ``Authorization`` differs;
+- 403 (400 for a wrong ``x-amz-content-sha256``) with AWS's ``{"message": "..."}`` when
+  ``sigv4`` is set and the request's AWS Signature Version 4 does not verify (see
+  ``asyncsink.testing.sigv4``);
 - 500 / 502 / 504 (``error_rate``); 429 / 503 with ``Retry-After: <seconds>``, possibly
   fractional (``throttle_rate``); any status from ``fail_statuses``;
 - 409 the idempotency key's first request is still in flight; 422 the key was used
@@ -103,6 +106,7 @@ import orjson
 from asyncsink.testing.accounting import FaultServerStats
 from asyncsink.testing.endpoint import CONTROL_PREFIX, FaultEndpoint, ServerConfig, serve
 from asyncsink.testing.faults import Faults
+from asyncsink.testing.sigv4 import SigV4Check
 
 __all__ = ["FaultServer", "FaultServerStats", "Faults", "main"]
 
@@ -152,6 +156,7 @@ class FaultServer:
         in_thread: bool = False,
         id_field: str = "id",
         require_auth: str | None = None,
+        sigv4: SigV4Check | None = None,
         idempotency_header: str = "Idempotency-Key",
         idempotency_capacity: int = 1_000_000,
         keep_ids: bool = True,
@@ -163,6 +168,7 @@ class FaultServer:
             faults=faults,
             id_field=id_field,
             require_auth=require_auth,
+            sigv4=sigv4,
             idempotency_header=idempotency_header,
             idempotency_capacity=idempotency_capacity,
             keep_ids=keep_ids,

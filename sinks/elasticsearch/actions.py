@@ -163,6 +163,10 @@ class EntryBuilder:
         self._plain = not (self._index_field or self._id_field or self._routing_field)
         self._head = b'{"%s":{"_id":"' % self._op_key
         self._plain_tail = b'"}}'
+        self._auto_ids = options.auto_ids
+        if self._auto_ids:  # the cluster picks each _id: the action line is whole
+            self._head = b'{"%s":{}}' % self._op_key
+            self._plain_tail = b""
 
     def __call__(self, element: Any) -> BulkEntry:
         if self._plain:
@@ -191,7 +195,7 @@ class EntryBuilder:
             if routing is not None:
                 meta["routing"] = routing
         source = self._encode(row)
-        if "_id" in meta:
+        if "_id" in meta or self._auto_ids:
             return self._entry(orjson.dumps({self._op: meta}), b"", source)
         if not meta:
             return self._entry(self._head, self._plain_tail, source)

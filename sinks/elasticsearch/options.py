@@ -19,7 +19,7 @@ from asyncsink.encoding.options import JsonOptions
 from asyncsink.errors import OptionError
 from asyncsink.options import option
 
-from ..web.options import ClientOptions, check_http_url
+from ..web.options import ClientCertOptions, ClientOptions, SigningOptions, check_http_url
 
 __all__ = ["ElasticsearchOptions", "Operation"]
 
@@ -34,7 +34,7 @@ _FIELD_OPTIONS = (("index_field", "indexField"), ("id_field", "idField"),
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
-class ElasticsearchOptions(ClientOptions, JsonOptions):
+class ElasticsearchOptions(ClientOptions, SigningOptions, ClientCertOptions, JsonOptions):
     """Where the Elasticsearch sink writes, with which bulk operation, and how it connects.
 
     Raises:
@@ -67,6 +67,13 @@ class ElasticsearchOptions(ClientOptions, JsonOptions):
         None,
         doc="Field holding each document's _id (a string or an integer). Without it, _id "
         "comes from the task's scope and the row's position. See "
+        "[Guarantees](#guarantees).",
+    )
+    auto_ids: bool = option(
+        False,
+        doc="Send documents without _id and let the cluster pick one, for OpenSearch "
+        "Serverless time-series and vector collections, which refuse _id. Delivery is "
+        "then at least once: a re-sent document may be stored twice. See "
         "[Guarantees](#guarantees).",
     )
     routing_field: str | None = option(
@@ -117,7 +124,8 @@ class ElasticsearchOptions(ClientOptions, JsonOptions):
         kind="object",
         doc="Send the REST compatibility headers of this major version (8 or 9): "
         "'application/vnd.elasticsearch+json; compatible-with=N', for a cluster one major "
-        "version ahead of what the requests were written for.",
+        "version ahead of what the requests were written for. Elasticsearch only: "
+        "OpenSearch refuses these headers.",
     )
     connect_timeout_ms: int = option(
         10_000,
@@ -134,7 +142,16 @@ class ElasticsearchOptions(ClientOptions, JsonOptions):
         self._check_auth()
         if self.compatibility_version not in (None, 8, 9):
             raise OptionError("compatibilityVersion", self.compatibility_version, "8 or 9")
+        if self.compatibility_version is not None and self.aws_service in ("es", "aoss"):
+            raise OptionError(
+                "compatibilityVersion",
+                self.compatibility_version,
+                "no compatibilityVersion with awsService 'es' or 'aoss'",
+                message="option 'compatibilityVersion' is for Elasticsearch: OpenSearch "
+                f"(awsService={self.aws_service!r}) refuses its headers; leave it unset",
+            )
         self._check_tls()
+        self._check_auto_ids()
 
     def _set(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)
@@ -213,14 +230,37 @@ class ElasticsearchOptions(ClientOptions, JsonOptions):
                 "are named by id",
             )
 
+    def _check_auto_ids(self) -> None:
+        if not self.auto_ids:
+            return
+        if self.id_field is not None:
+            raise OptionError(
+                "autoIds",
+                True,
+                "no autoIds with idField",
+                message="options 'autoIds' and 'idField' contradict each other: ids come "
+                "from the rows or from the cluster",
+            )
+        if self.operation not in ("index", "create"):
+            raise OptionError(
+                "autoIds",
+                True,
+                "operation 'index' or 'create' with it",
+                message=f"option 'autoIds' needs operation 'index' or 'create' "
+                f"({self.operation!r} names documents by id)",
+            )
+
     def _check_auth(self) -> None:
         self._check_credentials(
-            ("api_key", "basic_username", "bearer_token"), username_refuses=":\r\n\0"
+            ("api_key", "basic_username", "bearer_token", "aws_service"),
+            username_refuses=":\r\n\0",
         )
         as_is = ["bearer_token"]  # an apiKey given as 'id:key' is sent base64-encoded
         if isinstance(self.api_key, str) and ":" not in self.api_key:
             as_is.append("api_key")
         self._check_secret_values(sent_as_is=as_is)
+        self._check_signing()
+        self._check_client_cert()
 
     def auth_headers(self) -> dict[str, str]:
         """The ``Authorization`` header these options call for (empty without credentials)."""
@@ -239,6 +279,7 @@ class ElasticsearchOptions(ClientOptions, JsonOptions):
         """Every value to keep out of logs and errors: the credentials and the header value
         built from them."""
         values = [self.api_key, self.basic_password, self.bearer_token]
+        values += [self.client_key_password, *self.aws_secrets()]
         for header in self.auth_headers().values():
             values += [header, header.partition(" ")[2]]
         return [value for value in values if value]

@@ -72,12 +72,30 @@ def _describe(error: Any, redact: Redactor, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+_ID_HINT = (
+    "OpenSearch Serverless time-series and vector collections take no _id: set "
+    "autoIds=true to let the collection pick ids (delivery is then at least once), or "
+    "write to a search collection"
+)
+
+
+def _refuses_ids(error: Any) -> bool:
+    """An item error saying the index takes no client-given ``_id`` (OpenSearch
+    Serverless time-series and vector collections)."""
+    reason = str(error.get("reason", "")) if isinstance(error, Mapping) else str(error or "")
+    return "document id is not supported" in reason.lower()
+
+
 def _error_type(error: Any) -> str:
     return str(error.get("type", "")) if isinstance(error, Mapping) else ""
 
 
 def error_for_response(
-    response: httpx.Response, redact: Redactor, *, body_size: int | None = None
+    response: httpx.Response,
+    redact: Redactor,
+    *,
+    body_size: int | None = None,
+    hints: Mapping[int, str] | None = None,
 ) -> DestinationError:
     """The error for a non-2xx answer: its status, ``Retry-After``, the Elasticsearch
     error type and reason, and a hint for the statuses a user must act on. Secrets are
@@ -103,7 +121,7 @@ def error_for_response(
         return ThrottledError(message, retry_after=retry_after, status=status)
     if status == 408 or 500 <= status <= 599:
         return RetryableError(message, retry_after=retry_after, status=status)
-    hint = _HINTS.get(status)
+    hint = (hints or {}).get(status) or _HINTS.get(status)
     if status == 404:
         if _error_type(error) == "index_not_found_exception":
             hint = "the index does not exist and the cluster does not create it on write: create it"
@@ -123,6 +141,7 @@ def read_bulk_items(
     redact: Redactor,
     *,
     retry_after: float | None = None,
+    hints: Mapping[int, str] | None = None,
 ) -> SubmitResult | None:
     """Per-document outcomes of a 2xx ``_bulk`` answer for ``count`` documents: ``None``
     when every one was delivered, else the documents to retry and to reject.
@@ -130,7 +149,8 @@ def read_bulk_items(
     Raises:
         RetryableError: the answer is not JSON (cut short on the way?).
         FatalError: the answer does not list one readable item per document, or an item
-            says no document of the request can be written (401, 403, missing index).
+            says no document of the request can be written (401, 403, missing index, or
+            an OpenSearch Serverless collection that takes no ``_id``).
     """
     what = "the _bulk answer"
     payload = load_answer(content, content_type=None, what=what, required=True)
@@ -153,8 +173,16 @@ def read_bulk_items(
             throttled = True
         elif status in (408, 409) or 500 <= status <= 599:
             retry.append(index)
+        elif status == 400 and _refuses_ids(error):
+            raise FatalError(
+                redact(f"the cluster refused a document id for index {result.get('_index')}")
+                + f": {_describe(error, redact)} ({_ID_HINT})",
+                status=status,
+            )
         elif status in (401, 403) or _error_type(error) == "index_not_found_exception":
-            hint = _HINTS.get(status, "the index does not exist: create it first")
+            hint = (hints or {}).get(status) or _HINTS.get(
+                status, "the index does not exist: create it first"
+            )
             raise FatalError(
                 redact(f"Elasticsearch refused a document for index {result.get('_index')}")
                 + f" with HTTP {status}: {_describe(error, redact)} ({hint})",

@@ -97,6 +97,8 @@ class ElasticsearchWriter(HttpClientWriter[Any, BulkEntry]):
         if version is not None:
             json_type = f"application/vnd.elasticsearch+json; compatible-with={version}"
             ndjson_type = f"application/vnd.elasticsearch+x-ndjson; compatible-with={version}"
+        self._auth = es.signer(self._redact)
+        self._hints = self._auth.hints() if self._auth is not None else None
         auth = es.auth_headers()
         self._json_headers = {"content-type": json_type, "accept": json_type, **auth}
         self._bulk_headers = {"content-type": ndjson_type, "accept": json_type, **auth}
@@ -108,6 +110,7 @@ class ElasticsearchWriter(HttpClientWriter[Any, BulkEntry]):
         # numbers, in one known index, on the default routing.
         self._can_reconcile = (
             es.id_field is None
+            and not es.auto_ids
             and es.index_field is None
             and es.routing_field is None
             and es.operation in ("index", "create")
@@ -164,13 +167,16 @@ class ElasticsearchWriter(HttpClientWriter[Any, BulkEntry]):
             within=self.options.request_timeout_ms / 1000,
         )
         if not 200 <= answer.status <= 299:
-            raise error_for_response(answer.response(), self._redact, body_size=size)
+            raise error_for_response(
+                answer.response(), self._redact, body_size=size, hints=self._hints
+            )
         return read_bulk_items(
             answer.content,
             self._operation,
             len(entries),
             self._redact,
             retry_after=parse_retry_after(answer.headers.get("retry-after")),
+            hints=self._hints,
         )
 
     async def reconcile(self, call: CallInfo) -> Collection[int] | None:
@@ -189,7 +195,7 @@ class ElasticsearchWriter(HttpClientWriter[Any, BulkEntry]):
             log.warning("%s: cannot look up call %d: %s", call.scope, call.call_id, exc)
             return None
         if answer.status != 200:
-            problem = error_for_response(answer.response(), self._redact)
+            problem = error_for_response(answer.response(), self._redact, hints=self._hints)
             log.warning("%s: cannot look up call %d: %s", call.scope, call.call_id, problem)
             return None
         return held_by_mget(answer.content, call.seqs, ids=ids)
@@ -261,7 +267,7 @@ class ElasticsearchWriter(HttpClientWriter[Any, BulkEntry]):
             path = f"/{','.join(group)}/_refresh"
             answer = await self._request("POST", path, b"", self._json_headers)
             if not 200 <= answer.status <= 299:
-                raise error_for_response(answer.response(), self._redact)
+                raise error_for_response(answer.response(), self._redact, hints=self._hints)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -299,6 +305,7 @@ class ElasticsearchWriter(HttpClientWriter[Any, BulkEntry]):
             tls_verify=es.tls_verify,
             ca_bundle=es.ca_bundle,
             connections=self.options.max_in_flight_requests + 1,
+            client_cert=es.client_certificate(),
         )
 
 

@@ -52,10 +52,15 @@ _HINTS = {
 
 
 def error_for_status(
-    answer: Answer, redact: Redactor, *, body_size: int | None = None
+    answer: Answer,
+    redact: Redactor,
+    *,
+    body_size: int | None = None,
+    hints: Mapping[int, str] | None = None,
 ) -> DestinationError:
     """The error for a non-2xx answer, carrying the status, ``Retry-After`` and a body
-    excerpt (at most 500 characters, secrets masked)."""
+    excerpt (at most 500 characters, secrets masked). ``hints`` replace the built-in
+    advice for their statuses (the signing options to check after a 403...)."""
     status = answer.status
     retry_after = parse_retry_after(answer.headers.get("retry-after"))
     excerpt = redact.excerpt(answer.content)
@@ -67,7 +72,7 @@ def error_for_status(
         return ThrottledError(message, retry_after=retry_after, status=status)
     if is_retryable_status(status):
         return RetryableError(message, retry_after=retry_after, status=status)
-    hint = _HINTS.get(status)
+    hint = (hints or {}).get(status) or _HINTS.get(status)
     if status == 413 and body_size is not None:
         hint = f"{hint} (the body was {body_size} bytes)"
     elif 300 <= status <= 399:

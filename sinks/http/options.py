@@ -23,10 +23,17 @@ import orjson
 
 from asyncsink.encoding.options import JsonOptions
 from asyncsink.errors import OptionError
-from asyncsink.options import OptionSpec, option
+from asyncsink.options import OptionSpec, option, spark_name
 from asyncsink.request import SubmitResult
 
-from ..web.options import ClientOptions, check_http_url, is_header_text
+from ..web.oauth2 import ClientCredentials
+from ..web.options import (
+    ClientCertOptions,
+    ClientOptions,
+    SigningOptions,
+    check_http_url,
+    is_header_text,
+)
 
 __all__ = ["BodyEncoder", "EntryEncoder", "HttpOptions", "ResponseParser"]
 
@@ -46,7 +53,7 @@ _FORMATS = ("json", "ndjson")
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
-class HttpOptions(ClientOptions, JsonOptions):
+class HttpOptions(ClientOptions, SigningOptions, ClientCertOptions, JsonOptions):
     """Where the HTTP sink sends batches and how each request is made and judged.
 
     Raises:
@@ -79,6 +86,27 @@ class HttpOptions(ClientOptions, JsonOptions):
         None, secret=True, doc="API key sent in the header apiKeyHeader. Never shown."
     )
     api_key_header: str = option("X-API-Key", doc="Header that carries apiKey.")
+    oauth2_token_url: str | None = option(
+        None,
+        doc="Token endpoint of OAuth2 client credentials: each executor fetches a token "
+        "there, shares it among its writers and renews it before it expires. See "
+        "[Authentication](../authentication.md#oauth2-client-credentials).",
+    )
+    oauth2_client_id: str | None = option(
+        None, doc="OAuth2 client id; required with oauth2TokenUrl."
+    )
+    oauth2_client_secret: str | None = option(
+        None, secret=True, doc="OAuth2 client secret; required with oauth2TokenUrl. Never shown."
+    )
+    oauth2_scope: str | None = option(None, doc="Space-separated scopes asked for with each token.")
+    oauth2_audience: str | None = option(
+        None, doc="Audience asked for with each token (Auth0, Okta and others want one)."
+    )
+    oauth2_client_auth: Literal["basic", "post"] = option(
+        "basic",
+        doc="How the client authenticates to the token endpoint: 'basic' (an Authorization "
+        "header) or 'post' (client_id and client_secret in the form).",
+    )
     body_format: str | BodyEncoder = option(
         "json",
         kind="object",
@@ -203,10 +231,56 @@ class HttpOptions(ClientOptions, JsonOptions):
             self._set("url", url)
 
     def _check_auth(self) -> None:
-        self._check_credentials(("bearer_token", "basic_username", "api_key"))
+        self._check_credentials(
+            ("bearer_token", "basic_username", "api_key", "aws_service", "oauth2_token_url")
+        )
         if self.api_key is not None and not _TOKEN.match(self.api_key_header):
             raise OptionError("apiKeyHeader", self.api_key_header, "a header name")
         self._check_secret_values(sent_as_is=("bearer_token", "api_key"))
+        self._check_signing()
+        self._check_oauth2()
+        self._check_client_cert()
+
+    def _check_oauth2(self) -> None:
+        if self.oauth2_token_url is None:
+            for name in ("oauth2_client_id", "oauth2_client_secret", "oauth2_scope",
+                         "oauth2_audience"):  # fmt: skip
+                if getattr(self, name) is not None:
+                    raise OptionError(
+                        spark_name(name),
+                        None,
+                        "oauth2TokenUrl with it",
+                        message=f"option {spark_name(name)!r} needs 'oauth2TokenUrl'",
+                    )
+            return
+        check_http_url("oauth2TokenUrl", self.oauth2_token_url)
+        for name in ("oauth2_client_id", "oauth2_client_secret"):
+            if not getattr(self, name):
+                raise OptionError(
+                    spark_name(name),
+                    None,
+                    "a non-empty string",
+                    message=f"option {spark_name(name)!r} is required with 'oauth2TokenUrl'",
+                )
+        for name in ("oauth2_client_id", "oauth2_scope", "oauth2_audience"):
+            value = getattr(self, name)
+            if value is not None and (not value.strip() or not is_header_text(value)):
+                raise OptionError(
+                    spark_name(name), value, "a non-empty string of printable ASCII characters"
+                )
+
+    def oauth2_client(self) -> ClientCredentials | None:
+        """The OAuth2 client these options name, or ``None`` without ``oauth2TokenUrl``."""
+        if self.oauth2_token_url is None:
+            return None
+        return ClientCredentials(
+            token_url=self.oauth2_token_url,
+            client_id=self.oauth2_client_id or "",
+            client_secret=self.oauth2_client_secret or "",
+            scope=self.oauth2_scope,
+            audience=self.oauth2_audience,
+            client_auth=self.oauth2_client_auth,
+        )
 
     def _check_formats(self) -> None:
         fmt = self.body_format
@@ -259,10 +333,14 @@ class HttpOptions(ClientOptions, JsonOptions):
         those of sensitive-looking query parameters of ``url`` and ``reconcileUrl``
         (``?token=...``, ``&api_key=...``; as written and decoded)."""
         values = [self.bearer_token, self.basic_password, self.api_key]
+        values += [self.oauth2_client_secret, self.client_key_password, *self.aws_secrets()]
+        client = self.oauth2_client()
+        if client is not None:
+            values.append(client.form()[1].get("authorization"))
         values.extend(self.auth_headers().values())
         headers = self.header_map
         values.extend(v for k, v in headers.items() if _SENSITIVE_HEADER.search(k))
-        for url in (self.url, self.reconcile_url or ""):
+        for url in (self.url, self.reconcile_url or "", self.oauth2_token_url or ""):
             query = url.partition("#")[0].partition("?")[2]
             for item in query.split("&"):
                 name, _, value = item.partition("=")

@@ -20,6 +20,7 @@ from asyncsink.writer.sink_contract import Reconcile
 from ..registry import SinkEntry
 from ..web.classify import error_for_transport, parse_retry_after, request_of
 from ..web.clients import ClientSettings
+from ..web.oauth2 import OAuth2
 from ..web.transport import Timeout, Transport
 from ..web.writer import HttpClientWriter, gzip_compress
 from .classify import error_for_status, held_by_status, parse_items
@@ -107,6 +108,12 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
         read = http.read_timeout_ms / 1000
         self._request_timeout = self.options.request_timeout_ms / 1000
         self._timeouts = Timeout(connect=http.connect_timeout_ms / 1000, read=read)
+        client_credentials = http.oauth2_client()
+        if client_credentials is not None:
+            self._auth = OAuth2(client_credentials, timeout=self._timeouts, redact=self._redact)
+        else:
+            self._auth = http.signer(self._redact)
+        self._hints = self._auth.hints() if self._auth is not None else None
 
     # ------------------------------------------------------------------ the contract
 
@@ -166,7 +173,7 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
             raise error_for_transport(exc, request_of(exc), self._redact) from exc
         status = answer.status
         if not 200 <= status <= 299:
-            raise error_for_status(answer, self._redact, body_size=size)
+            raise error_for_status(answer, self._redact, body_size=size, hints=self._hints)
         hook = self._parse_response
         if hook is not None:
             # The hook names failed entries as the objects it was given.
@@ -204,7 +211,7 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
         if answer.status == 404:
             return ()
         if answer.status != 200:
-            problem = error_for_status(answer, self._redact)
+            problem = error_for_status(answer, self._redact, hints=self._hints)
             log.warning("%s: cannot reconcile call %d: %s", call.scope, call.call_id, problem)
             return None
         try:
@@ -221,11 +228,12 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
     def _client_settings(self) -> ClientSettings:
         http = self.http
         return ClientSettings.for_urls(
-            (http.url, http.reconcile_url or ""),
+            (http.url, http.reconcile_url or "", http.oauth2_token_url or ""),
             tls_verify=http.tls_verify,
             ca_bundle=http.ca_bundle,
             connections=self.options.max_in_flight_requests,
             http2=http.http2,
+            client_cert=http.client_certificate(),
         )
 
 

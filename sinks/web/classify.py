@@ -91,11 +91,33 @@ def error_for_transport(
             f"TLS certificate verification failed: {message} (set caBundle to the CA that "
             "signed the server's certificate)"
         )
+    if any(_refuses_client_certificate(e) for e in _chain(exc)):
+        return FatalError(
+            f"the server refused the TLS handshake for want of a client certificate: "
+            f"{message} (mutual TLS: set clientCert and clientKey to a certificate the "
+            "server trusts)"
+        )
     return RetryableError(f"request failed without an answer: {message}")
 
 
 def _is_certificate_error(exc: BaseException) -> bool:
     return isinstance(exc, ssl.SSLCertVerificationError)
+
+
+# OpenSSL's alerts from a server that wants a (valid) client certificate.
+_CLIENT_CERT_ALERTS = (
+    "CERTIFICATE_REQUIRED",
+    "SSLV3_ALERT_BAD_CERTIFICATE",
+    "SSLV3_ALERT_HANDSHAKE_FAILURE",
+    "UNKNOWN_CA",
+)
+
+
+def _refuses_client_certificate(exc: BaseException) -> bool:
+    if not isinstance(exc, ssl.SSLError):
+        return False
+    reason = str(getattr(exc, "reason", "") or exc).upper()
+    return any(alert in reason for alert in _CLIENT_CERT_ALERTS)
 
 
 def request_of(exc: httpx.HTTPError) -> httpx.Request | None:

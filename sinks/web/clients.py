@@ -20,7 +20,7 @@ import logging
 import ssl
 from collections.abc import Iterable
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 
@@ -33,7 +33,9 @@ from .httpx_transport import HttpxTransport
 from .transport import Transport
 
 __all__ = [
+    "ClientCertificate",
     "ClientSettings",
+    "check_client_certificate",
     "close_clients",
     "get_transport",
     "open_client_count",
@@ -47,6 +49,27 @@ _KIND = "HTTP"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ClientCertificate:
+    """The certificate a client presents in mutual TLS (``clientCert``, ``clientKey``,
+    ``clientKeyPassword``): paths read where the writer runs. ``repr`` hides the password."""
+
+    cert: str
+    key: str | None = None
+    password: str | None = field(default=None, repr=False)
+
+    def load_into(self, context: ssl.SSLContext) -> None:
+        """Load the certificate and its key into ``context``.
+
+        Raises:
+            OSError, ssl.SSLError: a file cannot be read, the key does not match the
+                certificate, or the password does not open the key.
+        """
+        # Never None: OpenSSL would prompt on the terminal for an encrypted key's password.
+        password = self.password if self.password is not None else _no_password
+        context.load_cert_chain(self.cert, self.key, password)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ClientSettings:
     """What shapes a writer's client; writers with equal settings share one. Timeouts
     do not: every request carries its writer's own."""
@@ -56,6 +79,7 @@ class ClientSettings:
     ca_bundle: str | None
     connections: int
     http2: bool = False
+    client_cert: ClientCertificate | None = None
 
     @classmethod
     def for_urls(cls, urls: Iterable[str], **settings: object) -> ClientSettings:
@@ -119,15 +143,21 @@ def open_transport(
     """
     verify: ssl.SSLContext | bool = False
     http2, connections = settings.http2, settings.connections
-    if settings.tls_verify and any(url.startswith("https:") for url in settings.origins):
+    secure = any(url.startswith("https:") for url in settings.origins)
+    if settings.tls_verify and secure:
         try:
-            verify = tls_context(settings.ca_bundle, http2)
+            verify = tls_context(settings.ca_bundle, http2, settings.client_cert)
         except (OSError, ssl.SSLError) as exc:
+            if settings.client_cert is not None:
+                check_client_certificate(settings.client_cert)
             raise OptionError(
                 "caBundle",
                 settings.ca_bundle,
                 f"a readable PEM file of CA certificates ({exc})",
             ) from exc
+    elif settings.client_cert is not None and secure:
+        check_client_certificate(settings.client_cert)
+        verify = unverified_context(http2, settings.client_cert)
     if transport is None and not http2:
         return AiohttpTransport(connections=connections, verify=verify)
     try:
@@ -152,17 +182,66 @@ def open_transport(
 
 
 @functools.lru_cache(maxsize=16)
-def tls_context(ca_bundle: str | None, http2: bool) -> ssl.SSLContext:
+def tls_context(
+    ca_bundle: str | None, http2: bool, client_cert: ClientCertificate | None = None
+) -> ssl.SSLContext:
     """A verifying TLS context, shared by the writers of a process: loading the CA
     certificates takes a tenth of a second or more, too long to repeat for every writer.
-    Keyed by ``http2`` too, since the connection pool sets its ALPN protocols on it.
+    Keyed by ``http2`` too, since the connection pool sets its ALPN protocols on it, and
+    by the client certificate it presents (mutual TLS), if any.
 
     Raises:
-        OSError, ssl.SSLError: ``ca_bundle`` cannot be read or holds no certificate.
+        OSError, ssl.SSLError: ``ca_bundle`` cannot be read or holds no certificate, or
+            the client certificate cannot be loaded.
     """
     if ca_bundle is None:
-        return httpx.create_ssl_context()
-    return ssl.create_default_context(cafile=ca_bundle)
+        context = httpx.create_ssl_context()
+    else:
+        context = ssl.create_default_context(cafile=ca_bundle)
+    if client_cert is not None:
+        client_cert.load_into(context)
+    return context
+
+
+@functools.lru_cache(maxsize=16)
+def unverified_context(http2: bool, client_cert: ClientCertificate) -> ssl.SSLContext:
+    """A TLS context that presents ``client_cert`` and verifies nothing (``tlsVerify``
+    off, for tests).
+
+    Raises:
+        OSError, ssl.SSLError: the client certificate cannot be loaded.
+    """
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    client_cert.load_into(context)
+    return context
+
+
+@functools.lru_cache(maxsize=16)
+def check_client_certificate(client_cert: ClientCertificate) -> None:
+    """The certificate and key load (``clientCert``, ``clientKey``, ``clientKeyPassword``).
+
+    Raises:
+        OptionError: naming the option at fault, never showing the password.
+    """
+    for name, path in (("clientCert", client_cert.cert), ("clientKey", client_cert.key)):
+        if path is not None:
+            try:
+                with open(path, "rb"):
+                    pass
+            except OSError as exc:
+                raise OptionError(name, path, f"a readable PEM file ({exc.strerror})") from exc
+    try:
+        client_cert.load_into(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT))
+    except ssl.SSLError as exc:
+        named = "clientKeyPassword" if client_cert.password is not None else "clientKey"
+        raise OptionError(
+            named,
+            "<hidden>" if named == "clientKeyPassword" else client_cert.key,
+            "a PEM certificate (clientCert) with its private key (clientKey, or in the "
+            f"same file), and the password that opens the key if it is encrypted ({exc})",
+        ) from exc
 
 
 def _origins(urls: Iterable[str]) -> tuple[str, ...]:
@@ -179,3 +258,7 @@ class _NoCookies(http.cookiejar.CookieJar):
 
     def __init__(self) -> None:
         super().__init__(policy=http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
+
+
+def _no_password() -> bytes:
+    return b""

@@ -1,26 +1,51 @@
 """The options the sinks that talk HTTP share: credentials (``bearerToken``,
 ``basicUsername`` with ``basicPassword``, ``apiKey``), ``tlsVerify`` with ``caBundle``,
-and the checks of URLs and header values.
+AWS SigV4 signing (``SigningOptions``), mutual TLS (``ClientCertOptions``), and the
+checks of URLs and header values.
 """
 
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import httpx
 
+from asyncsink.aws.credentials import AwsCredentialOptions, credential_source
 from asyncsink.errors import OptionError
-from asyncsink.options import Options, option_specs, spark_name
+from asyncsink.options import Options, option, option_specs, spark_name
 
-__all__ = ["ClientOptions", "check_http_url", "is_header_text"]
+from .clients import ClientCertificate, check_client_certificate
+from .redact import Redactor
+from .sigv4 import SigV4
+
+__all__ = [
+    "ClientCertOptions",
+    "ClientOptions",
+    "SigningOptions",
+    "check_http_url",
+    "is_header_text",
+]
 
 _CONTROL_CHARS = "\r\n\0"
 _CREDENTIAL_KINDS = {
     "api_key": "API key",
     "basic_username": "basic",
     "bearer_token": "bearer token",
+    "aws_service": "AWS SigV4",
+    "oauth2_token_url": "OAuth2",
 }
+_SERVICE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}\Z")
+_REGION = re.compile(r"^(?![0-9]+\Z)(?!-)[a-zA-Z0-9-]{1,63}(?<!-)\Z")  # botocore's rule
+_AWS_ONLY = (
+    "region",
+    "aws_access_key_id",
+    "aws_secret_access_key",
+    "aws_session_token",
+    "aws_role_arn",
+)
 
 
 class ClientOptions(Options):
@@ -112,6 +137,121 @@ class ClientOptions(Options):
         """The ``Authorization`` value of basic authentication with these options."""
         pair = f"{self.basic_username}:{self.basic_password or ''}".encode()
         return "Basic " + base64.b64encode(pair).decode("ascii")
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class SigningOptions(AwsCredentialOptions):
+    """AWS Signature Version 4 on every request (``awsService``, ``region``), with the
+    credentials of ``AwsCredentialOptions``. A mixin of the HTTP and Elasticsearch sinks'
+    options: call ``_check_signing`` from ``__post_init__``."""
+
+    aws_service: str | None = option(
+        None,
+        doc="Sign every request with AWS Signature Version 4 for this service: 'es' "
+        "(OpenSearch Service), 'aoss' (OpenSearch Serverless), 'execute-api' (API "
+        "Gateway), 'osis', 'lambda'... Needs region. See "
+        "[Authentication](../authentication.md#aws-sigv4).",
+    )
+    region: str | None = option(
+        None,
+        doc="AWS region the requests are signed for, e.g. eu-west-1. Required with awsService.",
+    )
+
+    def _check_signing(self) -> None:
+        """``region`` with ``awsService``, and the AWS options only with it.
+
+        Raises:
+            OptionError: naming the option.
+        """
+        service = self.aws_service
+        if self.region is not None and not _REGION.match(self.region):
+            raise OptionError("region", self.region, "a region name like us-east-1")
+        self._check_aws_credentials()
+        if service is None:
+            for name in _AWS_ONLY:
+                if getattr(self, name) is not None:
+                    raise OptionError(
+                        spark_name(name),
+                        None,
+                        "awsService with it",
+                        message=f"option {spark_name(name)!r} is for AWS signing: set "
+                        "'awsService' (and 'region') too",
+                    )
+            return
+        if not _SERVICE.match(service):
+            raise OptionError(
+                "awsService", service, "an AWS service name like es, aoss or execute-api"
+            )
+        if self.region is None:
+            raise OptionError(
+                "region",
+                None,
+                "a region name like us-east-1",
+                message=f"option 'region' is required with awsService={service!r}: requests "
+                "are signed for one region",
+            )
+
+    def signer(self, redact: Redactor | None = None) -> SigV4 | None:
+        """The signer these options call for, or ``None`` without ``awsService``."""
+        if self.aws_service is None or self.region is None:
+            return None
+        source = credential_source(self.aws_identity(self.region))
+        return SigV4(source, self.aws_service, self.region, redact=redact)
+
+    def aws_secrets(self) -> list[str]:
+        """The AWS secrets to keep out of logs and errors."""
+        values = [
+            self.aws_access_key_id,
+            self.aws_secret_access_key,
+            self.aws_session_token,
+            self.aws_external_id,
+        ]
+        return [value for value in values if value]
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class ClientCertOptions(Options):
+    """Mutual TLS: the certificate the client presents (``clientCert``, ``clientKey``,
+    ``clientKeyPassword``). A mixin: call ``_check_client_cert`` from ``__post_init__``."""
+
+    client_cert: str | None = option(
+        None,
+        doc="Path to the PEM client certificate to present (mutual TLS); it may hold the "
+        "key too. Read on the driver, as a check, and where the writer runs.",
+    )
+    client_key: str | None = option(
+        None, doc="Path to the PEM private key of clientCert, if not in the same file."
+    )
+    client_key_password: str | None = option(
+        None, secret=True, doc="Password of an encrypted clientKey. Never shown."
+    )
+
+    def _check_client_cert(self) -> None:
+        """The files load, here and now: a wrong path fails before any task starts.
+
+        Raises:
+            OptionError: naming the option at fault.
+        """
+        certificate = self.client_certificate()
+        if certificate is None:
+            for name in ("client_key", "client_key_password"):
+                if getattr(self, name) is not None:
+                    raise OptionError(
+                        spark_name(name),
+                        None,
+                        "clientCert with it",
+                        message=f"option {spark_name(name)!r} needs 'clientCert'",
+                    )
+            return
+        check_client_certificate(certificate)
+
+    def client_certificate(self) -> ClientCertificate | None:
+        """The client certificate, or ``None`` without ``clientCert``."""
+        if self.client_cert is None:
+            return None
+        return ClientCertificate(
+            cert=self.client_cert, key=self.client_key, password=self.client_key_password
+        )
 
 
 def _has_control(text: str) -> bool:

@@ -31,6 +31,7 @@ _CLIENT_LOGGERS = (
     "hpack.hpack",
     "hpack.table",
     "aiohttp.client",
+    "botocore.auth",
     "asyncsink",
     "asyncsink.durable",
     "asyncsink.spark",
@@ -43,10 +44,17 @@ def _forms(secret: str) -> set[str]:
 
 
 class Redactor:
-    """Masks a fixed set of secrets in text."""
+    """Masks a set of secrets in text: those it was made with, and those ``add`` gives it
+    later (a token fetched while the writer runs)."""
 
     def __init__(self, secrets: Iterable[str]) -> None:
-        forms: set[str] = set()
+        self._forms: list[str] = []
+        self.longest = 0
+        self.add(secrets)
+
+    def add(self, secrets: Iterable[str]) -> None:
+        """Mask ``secrets`` as well from now on."""
+        forms = set(self._forms)
         for secret in secrets:
             if secret:
                 forms |= _forms(secret)

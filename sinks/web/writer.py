@@ -22,6 +22,7 @@ from asyncsink.writer import AsyncSinkWriter
 
 from . import clients
 from .aiohttp_transport import environment_proxy
+from .auth import Auth, AuthenticatedTransport
 from .clients import ClientSettings
 from .httpx_transport import HttpxTransport
 from .redact import Redactor, mask_in_logs, unmask_in_logs
@@ -45,7 +46,9 @@ class HttpClientWriter(AsyncSinkWriter[InputT, EntryT]):
     double); or, off asyncio, one of its own. Its requests then all go through
     ``_exchange``, the same code whichever transport runs. From then on until it leaves,
     log records of httpx, httpcore, hpack, aiohttp, asyncsink and the loggers named in
-    ``logger_names`` never show the writer's secrets. Leaving closes what the writer
+    ``logger_names`` never show the writer's secrets. With an ``Auth`` (AWS SigV4, OAuth2;
+    see ``asyncsink.sinks.web.auth``), every attempt of every request is authenticated
+    anew on its way to the transport. Leaving closes what the writer
     opened, also when entering or leaving fails; what it was given and a shared
     transport are left open (the loop's end, or ``close_clients()``, closes a shared one).
 
@@ -82,6 +85,8 @@ class HttpClientWriter(AsyncSinkWriter[InputT, EntryT]):
         self._secrets = list(secrets)
         self._redact = Redactor(self._secrets)
         self._masking = False
+        self._auth: Auth | None = None
+        """Authenticates every attempt (SigV4, OAuth2): set by the sink's ``__init__``."""
 
     @abc.abstractmethod
     def _client_settings(self) -> ClientSettings:
@@ -154,7 +159,10 @@ class HttpClientWriter(AsyncSinkWriter[InputT, EntryT]):
         if self._masking:  # already open: let the core say so
             return await super().__aenter__()
         if self._web is None:
-            self._web = await self._take_transport()
+            transport = await self._take_transport()
+            if self._auth is not None:
+                transport = AuthenticatedTransport(transport, self._auth, owned=self._owns_web)
+            self._web = transport
         mask_in_logs(self._secrets, self.logger_names)
         self._masking = True
         try:

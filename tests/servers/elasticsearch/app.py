@@ -19,6 +19,23 @@ Endpoints (``{index}`` and ``{id}`` are URL-decoded path segments):
 Every response carries ``X-Elastic-Product: Elasticsearch``. A request whose ``Accept`` is
 ``application/vnd.elasticsearch+json; compatible-with=N`` (N in 7, 8, 9) is answered with that
 content type; other values of N are refused with 400 ``media_type_header_exception``.
+
+Flavors (``EsApp(flavor=...)``) stand in for the OpenSearch servers that cannot be installed
+here, with the behaviours of theirs that a bulk client meets:
+
+- ``"opensearch"`` (OpenSearch 2 and 3): ``GET /`` says ``"distribution": "opensearch"``
+  (version 2.19.0), no ``X-Elastic-Product`` header is sent, and the Elasticsearch
+  compatibility media types (``compatible-with=N``) are refused with 406, as OpenSearch
+  refuses them. Bulk, multi-get, count and refresh answer as Elasticsearch does.
+- ``"aoss"`` (an OpenSearch Serverless time-series or vector collection): as
+  ``"opensearch"``, and every ``index`` or ``create`` bulk item that names an ``_id`` fails
+  with 400 ``illegal_argument_exception`` "Document ID is not supported in create/index
+  operation request"; items without ``_id`` get ids of the server's making.
+
+With ``sigv4`` (a ``SigV4Check``), every request but the control ones must carry a valid
+AWS Signature Version 4, verified with botocore from the same keys; a refused one gets 403
+(400 for a wrong ``x-amz-content-sha256``) with AWS's ``{"message": "..."}`` body, as
+OpenSearch Service and OpenSearch Serverless answer (see ``asyncsink.testing.sigv4``).
 """
 
 from __future__ import annotations
@@ -35,12 +52,16 @@ from urllib.parse import unquote
 
 import orjson
 
+from asyncsink.testing.sigv4 import SigV4Check, verify
+
 from .errors import EsRequestError, error_body, index_not_found
 from .http_server import DropConnection, HttpRequest, HttpResponse
 from .model import EsFaults, EsStats
 from .store import EsStore
 
-__all__ = ["PRODUCT_HEADERS", "EsApp"]
+__all__ = ["FLAVORS", "PRODUCT_HEADERS", "EsApp"]
+
+FLAVORS = ("elasticsearch", "opensearch", "aoss")
 
 _log = logging.getLogger(__name__)
 
@@ -82,6 +103,23 @@ _INFO = {
     },
     "tagline": "You Know, for Search",
 }
+_OPENSEARCH_INFO = {
+    "name": "asyncsink-opensearch-test",
+    "cluster_name": "asyncsink-test",
+    "cluster_uuid": "dGVzdC1jbHVzdGVyLXV1aWQ",
+    "version": {
+        "distribution": "opensearch",
+        "number": "2.19.0",
+        "build_type": "tar",
+        "build_hash": "0000000000000000000000000000000000000000",
+        "build_date": "2025-02-05T10:05:34.233336849Z",
+        "build_snapshot": False,
+        "lucene_version": "9.12.1",
+        "minimum_wire_compatibility_version": "7.10.0",
+        "minimum_index_compatibility_version": "7.0.0",
+    },
+    "tagline": "The OpenSearch Project: https://opensearch.org/",
+}
 
 
 class EsApp:
@@ -90,7 +128,13 @@ class EsApp:
     Build and use it on the event loop that serves it: its state is not thread-safe.
     """
 
-    def __init__(self, faults: EsFaults) -> None:
+    def __init__(
+        self, faults: EsFaults, *, flavor: str = "elasticsearch", sigv4: SigV4Check | None = None
+    ) -> None:
+        if flavor not in FLAVORS:
+            raise ValueError(f"flavor must be one of {FLAVORS}, not {flavor!r}")
+        self.flavor = flavor
+        self.sigv4 = sigv4
         self.store = EsStore()
         self._faults = faults
         self._rng = random.Random(faults.seed)
@@ -152,7 +196,9 @@ class EsApp:
         self._requests += 1
         content_type = _JSON
         try:
-            content_type = _negotiate(request)
+            if self.sigv4 is not None:
+                self._check_signature(request)
+            content_type = _negotiate(request, opensearch=self.flavor != "elasticsearch")
             response = await self._api(request, content_type)
         except EsRequestError as exc:
             response = HttpResponse(exc.status, exc.body, content_type, exc.headers)
@@ -194,7 +240,8 @@ class EsApp:
         store = self.store
         if head == "" and len(parts) == 1:
             _allow(request, ("GET", "HEAD"))
-            return HttpResponse(200, orjson.dumps(_INFO), content_type)
+            info = _INFO if self.flavor == "elasticsearch" else _OPENSEARCH_INFO
+            return HttpResponse(200, orjson.dumps(info), content_type)
         if action == "_count" and len(parts) == (1 if index is None else 2):
             _allow(request, ("GET", "POST"))
             return HttpResponse(200, store.count(index), content_type)
@@ -213,6 +260,17 @@ class EsApp:
             return self._index_admin(request, index, content_type)
         reason = f"no handler found for uri [{path}] and method [{method}]"
         raise EsRequestError(400, "illegal_argument_exception", reason)
+
+    def _check_signature(self, request: HttpRequest) -> None:
+        assert self.sigv4 is not None
+        target = request.path
+        if request.query:
+            target += "?" + "&".join(f"{k}={v}" for k, v in request.query.items())
+        url = f"http://{request.headers.get('host', '')}{target}"
+        refused = verify(self.sigv4, request.method, url, request.headers, request.body)
+        if refused is not None:
+            status, message = refused
+            raise EsRequestError(status, "", "", body=orjson.dumps({"message": message}))
 
     async def _delay_and_authenticate(self, request: HttpRequest) -> None:
         faults = self._faults
@@ -244,7 +302,9 @@ class EsApp:
             return HttpResponse(503, error_body(503, error_type, reason), content_type)
         body = _decoded_body(request)
         if action == "_bulk":
-            result = self.store.bulk(body, index, self._item_fault_drawer())
+            result = self.store.bulk(
+                body, index, self._item_fault_drawer(), refuse_ids=self.flavor == "aoss"
+            )
         else:
             with_source = request.query.get("_source", "true") != "false"
             result = self.store.mget(body, index, with_source)
@@ -304,13 +364,18 @@ class EsApp:
         return HttpResponse(404, error_body(404, "resource_not_found_exception", reason))
 
 
-def _negotiate(request: HttpRequest) -> str:
+def _negotiate(request: HttpRequest, *, opensearch: bool = False) -> str:
     headers = request.headers
     chosen = _JSON
     for name in ("content-type", "accept"):
         value = headers.get(name)
         if value is None or "compatible-with" not in value:
             continue
+        if opensearch:
+            body = orjson.dumps(
+                {"error": f"Content-Type header [{value}] is not supported", "status": 406}
+            )
+            raise EsRequestError(406, "", "", body=body)
         match = _COMPAT.search(value)
         version = match.group(1) if match else ""
         if version not in ("7", "8", "9"):

@@ -32,11 +32,13 @@ class EsRequestError(Exception):
         details: Mapping[str, Any] | None = None,
         *,
         headers: tuple[tuple[str, str], ...] = (),
+        body: bytes | None = None,
     ) -> None:
         super().__init__(f"{status} {error_type}: {reason}")
         self.status = status
         self.headers = headers
-        self.body = error_body(status, error_type, reason, **(details or {}))
+        # ``body``: another product's shape (AWS's ``{"message"}``, OpenSearch's 406).
+        self.body = body or error_body(status, error_type, reason, **(details or {}))
 
 
 def error_body(status: int, error_type: str, reason: str, **extra: Any) -> bytes:

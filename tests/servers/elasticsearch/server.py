@@ -18,7 +18,9 @@ counters that say what the destination really received (:class:`EsStats`).
 
 By default the server runs in a child process (``spawn``), so its CPU does not compete with
 the client for one GIL; ``in_thread=True`` runs it on a thread of this process, cheaper for
-unit tests. Either way it is reached over HTTP on loopback, and the Python methods below use
+unit tests. ``flavor="opensearch"`` or ``"aoss"`` answers as OpenSearch or an OpenSearch
+Serverless collection does, and ``sigv4`` checks AWS signatures (see :mod:`.app`).
+Either way it is reached over HTTP on loopback, and the Python methods below use
 the ``/_control/...`` endpoints. Endpoint details: :mod:`tests.servers.elasticsearch.app`;
 document rules: :mod:`tests.servers.elasticsearch.store`.
 
@@ -44,6 +46,8 @@ from typing import Any
 from urllib.parse import quote
 
 import orjson
+
+from asyncsink.testing.sigv4 import SigV4Check
 
 from .app import PRODUCT_HEADERS, EsApp
 from .http_server import HttpServer
@@ -78,8 +82,12 @@ class ElasticsearchServer:
         host: str = "127.0.0.1",
         port: int = 0,
         in_thread: bool = False,
+        flavor: str = "elasticsearch",
+        sigv4: SigV4Check | None = None,
     ) -> None:
         self._faults = faults
+        self._flavor = flavor
+        self._sigv4 = sigv4
         self._host = host
         self._port = port
         self._in_thread = in_thread
@@ -157,7 +165,7 @@ class ElasticsearchServer:
         parent, child = ctx.Pipe()
         process = ctx.Process(
             target=_child_main,
-            args=(self._host, self._port, self._faults, child),
+            args=(self._host, self._port, self._faults, child, self._flavor, self._sigv4),
             name="asyncsink-es-test-server",
             daemon=True,
         )
@@ -214,7 +222,7 @@ class ElasticsearchServer:
     ) -> None:
         stop = asyncio.Event()
         self._thread_loop, self._thread_stop = asyncio.get_running_loop(), stop
-        server = _http_server(self._host, self._port, self._faults)
+        server = _http_server(self._host, self._port, self._faults, self._flavor, self._sigv4)
         try:
             outcome.append(await server.start())
         except OSError as exc:
@@ -277,27 +285,48 @@ class ElasticsearchServer:
         return orjson.loads(data)
 
 
-def _http_server(host: str, port: int, faults: EsFaults) -> HttpServer:
-    app = EsApp(faults)
-    return HttpServer(app.handle, host=host, port=port, default_headers=PRODUCT_HEADERS)
+def _http_server(
+    host: str,
+    port: int,
+    faults: EsFaults,
+    flavor: str = "elasticsearch",
+    sigv4: SigV4Check | None = None,
+) -> HttpServer:
+    app = EsApp(faults, flavor=flavor, sigv4=sigv4)
+    product = PRODUCT_HEADERS if flavor == "elasticsearch" else ()
+    return HttpServer(app.handle, host=host, port=port, default_headers=product)
 
 
-def _child_main(host: str, port: int, faults: EsFaults, pipe: Connection) -> None:
+def _child_main(
+    host: str,
+    port: int,
+    faults: EsFaults,
+    pipe: Connection,
+    flavor: str = "elasticsearch",
+    sigv4: SigV4Check | None = None,
+) -> None:
     # Ctrl-C reaches the whole process group; the parent decides when the child stops.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # The child holds many small objects none of which form cycles; collecting less often
     # saves about a fifth of its CPU while an index grows.
     gc.set_threshold(50_000, 20, 100)
     try:
-        asyncio.run(_child_serve(host, port, faults, pipe))
+        asyncio.run(_child_serve(host, port, faults, pipe, flavor, sigv4))
     finally:
         pipe.close()
 
 
-async def _child_serve(host: str, port: int, faults: EsFaults, pipe: Connection) -> None:
+async def _child_serve(
+    host: str,
+    port: int,
+    faults: EsFaults,
+    pipe: Connection,
+    flavor: str = "elasticsearch",
+    sigv4: SigV4Check | None = None,
+) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
-    server = _http_server(host, port, faults)
+    server = _http_server(host, port, faults, flavor, sigv4)
     try:
         bound = await server.start()
     except OSError as exc:

@@ -144,12 +144,18 @@ class EsStore:
     # -- writes -----------------------------------------------------------------------------
 
     def bulk(
-        self, body: bytes, default_index: str | None, item_fault: Callable[[], int] | None = None
+        self,
+        body: bytes,
+        default_index: str | None,
+        item_fault: Callable[[], int] | None = None,
+        *,
+        refuse_ids: bool = False,
     ) -> bytes:
         """Apply an NDJSON bulk body and return the response body.
 
         ``item_fault()``, if given, is asked once per item: 0 applies it, 429 or 503 fails it
-        unapplied.
+        unapplied. ``refuse_ids`` fails every ``index`` or ``create`` item that names an
+        ``_id``, as OpenSearch Serverless time-series and vector collections do.
 
         Raises:
             EsRequestError: the body is malformed; nothing was applied.
@@ -163,6 +169,10 @@ class EsStore:
             if fault:
                 error_type, reason = _FAULTS[fault]
                 failure = item_failure(index, doc_id, fault, error_type, reason.format(index))
+                status, part, failed = _render(op, failure)
+            elif refuse_ids and doc_id is not None and op in ("index", "create"):
+                reason = "Document ID is not supported in create/index operation request"
+                failure = item_failure(index, doc_id, 400, "illegal_argument_exception", reason)
                 status, part, failed = _render(op, failure)
             elif op == "index" or op == "create":
                 status, part, failed = self._index(op, index, doc_id, meta, source, raw)
