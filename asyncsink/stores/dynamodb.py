@@ -47,8 +47,8 @@ from typing import Any
 from aiobotocore.config import AioConfig
 from botocore.exceptions import ClientError
 
-from asyncsink.clients import connections
 from asyncsink.aws.credentials import AwsIdentity
+from asyncsink.clients import connections
 from asyncsink.errors import DurableError, FencedError
 from asyncsink.masking import mask_url
 from asyncsink.stores.base import (

@@ -42,9 +42,9 @@ from typing import Any
 from aiobotocore.config import AioConfig
 from aiobotocore.session import AioSession, get_session
 
-from asyncsink.clients import connections
 from asyncsink.aws.credentials import AwsIdentity
 from asyncsink.aws.sessions import client_credentials
+from asyncsink.clients import connections
 
 from .. import loop_clients
 from . import put_records
