@@ -11,6 +11,10 @@ from tests.servers.emulators import (
 )
 from tests.servers.postgres import postgres_server, postgres_url  # noqa: F401
 
+# Importing it points STS at moto's server (AWS_ENDPOINT_URL_STS), for this process and
+# the Spark workers it starts, before any session does.
+from tests.servers.sts import sts_endpoint  # noqa: F401
+
 
 @pytest.fixture
 def anyio_backend() -> str:

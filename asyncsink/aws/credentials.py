@@ -76,6 +76,7 @@ class AwsIdentity:
     role_session_name: str | None = None
     role_duration_s: int = 3600
     region: str | None = None  # of STS, for an assumed role
+    role_option: str = "awsRoleArn"  # what errors call the role: an option, a URL's key
 
     def __repr__(self) -> str:
         keys = "static keys" if self.access_key_id else "the default chain"
@@ -329,7 +330,7 @@ class CredentialSource:
         }
         if identity.external_id:
             args["ExternalId"] = identity.external_id
-        where = f"cannot assume role {identity.role_arn} (option 'awsRoleArn')"
+        where = f"cannot assume role {identity.role_arn} (option {identity.role_option!r})"
         try:
             client = session.create_client(
                 "sts",
@@ -370,7 +371,7 @@ class CredentialSource:
 
 
 _ROLE_HINT = (
-    " (check awsRoleArn, awsExternalId and that the role's trust policy lets the "
+    " (check the role, its external id and that the role's trust policy lets the "
     "credentials assume it)"
 )
 

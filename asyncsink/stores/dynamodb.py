@@ -142,6 +142,7 @@ class DynamoDBStore(RecordStore):
                 external_id=external_id,
                 role_session_name=role_session_name,
                 region=region,
+                role_option="role_arn",
             )
         self._db = TableClient(
             table,
