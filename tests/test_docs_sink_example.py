@@ -18,7 +18,7 @@ import anyio
 import pytest
 
 from asyncsink import OptionError
-from asyncsink.sinks import registry
+from asyncsink.plugins import sinks as registry
 from asyncsink.spark import SinkSpec
 from asyncsink.testing import Faults, FaultServer
 

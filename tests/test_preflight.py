@@ -33,7 +33,7 @@ class Context:
         self.master = master
         self.pythonExec = python
         self.conf = Conf(conf)
-        self._python_includes: list[str] = []
+        self.listFiles: list[str] = []  # noqa: N815 - Spark's name
 
     def getConf(self) -> Conf:  # noqa: N802 - Spark's name
         return self.conf
@@ -139,7 +139,7 @@ def test_what_cannot_be_told_for_sure_only_warns(
     bare_python: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     shipped = Context("local[2]", python=str(bare_python))
-    shipped._python_includes = ["deps.zip"]  # may hold asyncsink
+    shipped.listFiles = ["spark://driver:7078/files/deps.zip"]  # may hold asyncsink
     with caplog.at_level(logging.WARNING, "asyncsink.spark"):
         check_workers(shipped)
         check_workers(Context("local[2]", python="/nowhere/bin/python3"))

@@ -10,7 +10,8 @@ import pytest
 
 from asyncsink import AsyncSinkWriter, OptionError
 from asyncsink.options import Options, option
-from asyncsink.sinks import register_sink, registry, sink_factory
+from asyncsink.plugins import sinks as registry
+from asyncsink.sinks import register_sink, sink_factory
 from asyncsink.spark import SinkSpec
 
 

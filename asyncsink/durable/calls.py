@@ -485,6 +485,49 @@ class DurableContext:
         await self._succeed(call, value)
         return value
 
+    def execute_blocking(
+        self,
+        portal: BlockingPortal,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        reconciler: Callable[[str], Any] | None,
+        pending: bool,
+        transient: _Transient,
+    ) -> Any:
+        """What ``SyncDurableContext.execute`` runs: ``fn`` and the reconciler in the
+        calling thread, each step of the call on ``portal``'s event loop; the same steps
+        and outcomes as ``execute_async``."""
+        unrecorded = _unrecorded(transient)
+        call = portal.call(self._begin, fn, args, kwargs, pending or reconciler is not None)
+        if self._replays(call):
+            return self._replay(call)
+        if call.found is not None and reconciler is not None:
+            try:
+                value = reconciler(call.key)
+            except LookupError:
+                pass
+            except unrecorded:
+                self._give_back(call)
+                raise
+            else:
+                portal.call(functools.partial(self._succeed, call, value, reconciled=True))
+                return value
+        token = _current_key.set(call.key)
+        try:
+            value = fn(*args, **kwargs)
+        except unrecorded:
+            self._give_back(call)
+            raise
+        except Exception as exc:
+            portal.call(self._fail, call, exc)
+            raise
+        finally:
+            _current_key.reset(token)
+        portal.call(self._succeed, call, value)
+        return value
+
     async def complete(self) -> None:
         """Mark the scope COMPLETED. Its records stay, so a replay still answers from
         them, until the scope is purged.
@@ -669,37 +712,20 @@ class SyncDurableContext:
         Raises:
             TypeError: ``fn`` is a coroutine function: use ``DurableContext`` for async code.
         """
-        ctx, portal = self.context, self._running()
         if inspect.iscoroutinefunction(fn):
             raise TypeError(f"{function_id(fn)} is async: call it with execute_async")
-        unrecorded = _unrecorded(transient)
-        call = portal.call(ctx._begin, fn, args, kwargs, pending or reconciler is not None)
-        if ctx._replays(call):
-            return cast(T, ctx._replay(call))
-        if call.found is not None and reconciler is not None:
-            try:
-                value = reconciler(call.key)
-            except LookupError:
-                pass
-            except unrecorded:
-                ctx._give_back(call)
-                raise
-            else:
-                portal.call(functools.partial(ctx._succeed, call, value, reconciled=True))
-                return value
-        token = _current_key.set(call.key)
-        try:
-            value = fn(*args, **kwargs)
-        except unrecorded:
-            ctx._give_back(call)
-            raise
-        except Exception as exc:
-            portal.call(ctx._fail, call, exc)
-            raise
-        finally:
-            _current_key.reset(token)
-        portal.call(ctx._succeed, call, value)
-        return value
+        return cast(
+            T,
+            self.context.execute_blocking(
+                self._running(),
+                fn,
+                args,
+                kwargs,
+                reconciler=reconciler,
+                pending=pending,
+                transient=transient,
+            ),
+        )
 
     def complete(self) -> None:
         """Mark the scope COMPLETED (see ``DurableContext.complete``)."""

@@ -33,7 +33,7 @@ import orjson
 
 from ..entries.arrow_rows import ArrowRow, ArrowRows
 from ..entries.packed import PackedEntries
-from ..entries.rows import fields_of, unique_fields
+from ..entries.rows import fields_of, row_dict
 from .arrow import encode_batch
 from .errors import EntryEncodingError
 from .json_rules import JsonContract
@@ -64,9 +64,9 @@ class JsonEntryEncoder:
         if type(element) is ArrowRow:
             return self._batches.entry(element)
         if type(element) is not dict:
-            as_dict = getattr(element, "asDict", None)
-            if as_dict is not None and unique_fields(element):
-                element = as_dict()  # nested rows reach ``default`` and are converted there
+            fields = row_dict(element) if hasattr(element, "asDict") else None
+            if fields is not None:
+                element = fields  # nested rows reach ``default`` and are converted there
         try:
             data = orjson.dumps(element, default=self._default, option=_PASS)
         except TypeError:
@@ -102,14 +102,8 @@ class JsonEntryEncoder:
         if isinstance(elements, ArrowRows):
             return self._batches.entries(elements)
         first = elements[0] if elements else None
-        fields = getattr(first, "__fields__", None) if hasattr(first, "asDict") else None
-        if (
-            fields is not None
-            and unique_fields(first)
-            and all(getattr(element, "__fields__", None) is fields for element in elements)
-        ):
-            # What Row.asDict() does, for rows that share their field names.
-            dicts = [dict(zip(fields, row, strict=False)) for row in elements]
+        dicts = _row_dicts(elements) if hasattr(first, "asDict") else None
+        if dicts is not None:
             return self._encode_dicts(dicts)
         if list(map(type, elements)).count(dict) == len(elements):
             return self._encode_dicts(elements if type(elements) is list else list(elements))
@@ -289,6 +283,18 @@ def _default_for(contract: JsonContract) -> Callable[[Any], Any]:
         return _common(value)
 
     return default
+
+
+def _row_dicts(rows: Sequence[Any]) -> list[dict[str, Any]] | None:
+    """The ``asDict()`` of each row; ``None`` when one is no ``Row``, or two of its fields
+    share a name (the rows are then encoded one by one, which names the bad one)."""
+    try:
+        dicts = [row.asDict() for row in rows]
+        if all(len(fields) == len(row) for fields, row in zip(dicts, rows, strict=True)):
+            return dicts
+    except (AttributeError, TypeError):
+        pass
+    return None
 
 
 def _common(value: Any) -> Any:

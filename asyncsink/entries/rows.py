@@ -9,14 +9,18 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["fields_of", "unique_fields"]
+__all__ = ["fields_of", "row_dict"]
 
 
-def unique_fields(row: Any) -> bool:
-    """Whether no two fields of ``row`` (a Spark ``Row``, or anything with
-    ``__fields__``) share a name."""
-    fields = getattr(row, "__fields__", None)
-    return fields is None or len(set(fields)) == len(fields)
+def row_dict(row: Any) -> dict[str, Any] | None:
+    """``row.asDict()`` (nested rows stay rows), or ``None`` when two fields of ``row``
+    share a name: ``asDict`` then holds fewer fields than the row has values."""
+    fields: dict[str, Any] = row.asDict()
+    try:
+        values = len(row)
+    except TypeError:
+        return fields  # a row-like object without a length: nothing to compare
+    return fields if len(fields) == values else None
 
 
 def fields_of(row: Any) -> dict[str, Any]:
@@ -25,8 +29,14 @@ def fields_of(row: Any) -> dict[str, Any]:
     Raises:
         TypeError: two fields share a name (the message names it).
     """
-    if not unique_fields(row):
-        twice = next(name for name in row.__fields__ if row.__fields__.count(name) > 1)
-        raise TypeError(f"two fields named {twice!r}: one of the values would be lost")
-    fields: dict[str, Any] = row.asDict()
+    fields = row_dict(row)
+    if fields is None:
+        raise TypeError(f"two fields named {_twice(row)!r}: one of the values would be lost")
     return fields
+
+
+def _twice(row: Any) -> str:
+    # PySpark has no public way to read a Row's field names when two of them are the same
+    # (``asDict`` keeps one): this message is the one place that reads ``Row.__fields__``.
+    names = list(getattr(row, "__fields__", ()))
+    return next((name for name in names if names.count(name) > 1), "?")

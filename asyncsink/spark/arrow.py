@@ -110,6 +110,9 @@ def batch_chunks(batches: Iterable[Any], schema: Any, *, as_dicts: bool) -> Iter
             yield ArrowRows(batch, names)
         return
     import pyarrow as pa
+
+    # PySpark has no public way to turn Arrow data into Rows in a worker (without a session):
+    # this is the one place that uses its conversion module, the one ``collect()`` uses.
     from pyspark.sql.conversion import ArrowTableToRowsConversion
 
     for batch in batches:

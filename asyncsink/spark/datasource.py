@@ -40,9 +40,8 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from asyncsink.sinks.registry import SinkEntry, sink_entry, sink_names
-
 from ..durable.completion import ScopeSummary
+from ..plugins.sinks import SinkEntry, sink_entry, sink_names
 from ..stats import WriterStatistics
 from .arrow import batch_chunks, check_columns
 from .commit import (

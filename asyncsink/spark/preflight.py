@@ -35,6 +35,7 @@ __all__ = ["check_workers"]
 log = logging.getLogger("asyncsink.spark")
 
 _IMPORT_CHECK = "import asyncsink, sinks"
+_PYTHON_FILES = (".py", ".zip", ".egg")  # what addPyFile ships (listFiles holds them)
 _answers: dict[str, tuple[bool, str] | None] = {}  # interpreter -> (certain, problem)
 _lock = threading.Lock()
 _checked: weakref.WeakSet[Any] = weakref.WeakSet()  # contexts already checked
@@ -166,5 +167,6 @@ def _ask(python: str, source: str) -> tuple[bool, str] | None:
 def _ships_python_files(context: Any) -> bool:
     """Whether the job sends Python files to its workers (``--py-files``,
     ``addPyFile``), which may hold asyncsink: the check then only warns."""
-    conf = context.getConf()
-    return bool(conf.get("spark.submit.pyFiles") or getattr(context, "_python_includes", None))
+    if context.getConf().get("spark.submit.pyFiles"):
+        return True
+    return any(path.lower().endswith(_PYTHON_FILES) for path in context.listFiles)

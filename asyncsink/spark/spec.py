@@ -15,13 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from asyncsink.sinks.registry import SinkEntry, sink_entry
-
 from ..durable.blocking import run_blocking
 from ..durable.recorder import CallRecorder
 from ..errors import DurableError, OptionError
 from ..masking import mask_url
 from ..options import Options, SinkOptions, option, option_specs, parse_options, raise_unknown
+from ..plugins.sinks import SinkEntry, sink_entry
 from ..stores import check_store_url, default_store_url, open_store
 from ..stores.urls import parse_sqlite_url
 from ..writer import AsyncSinkWriter

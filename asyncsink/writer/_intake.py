@@ -58,7 +58,7 @@ class Intake(Generic[InputT, EntryT]):
             FatalError: ``entry_size`` gave no size in bytes.
         """
         sink, bad_record = self.sink, self.dead_letters.bad_record
-        sink._entry_position = seq
+        sink.entry_position = seq
         try:
             entry = sink.convert(element)
         except Exception as exc:
@@ -84,7 +84,7 @@ class Intake(Generic[InputT, EntryT]):
         if self.log.recovering:
             return None
         sink = self.sink
-        sink._entry_position = seq
+        sink.entry_position = seq
         try:
             entries = sink.convert_all(elements)
         except Exception:
@@ -116,7 +116,7 @@ class Intake(Generic[InputT, EntryT]):
         """An element of a scope completed by an earlier run: not sent, only digested (a
         bad record was dealt with by that run, and is not digested)."""
         sink = self.sink
-        sink._entry_position = seq
+        sink.entry_position = seq
         try:
             entry = sink.convert(element)
             fits = 0 <= sink.entry_size(entry) <= self.max_record

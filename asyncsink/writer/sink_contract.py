@@ -98,6 +98,11 @@ class SinkContract(abc.ABC, Generic[InputT, EntryT]):
         inside ``convert_all``: the position of the run's first element."""
         return self._entry_position
 
+    @entry_position.setter
+    def entry_position(self, position: int) -> None:
+        # the writer's intake sets it before it converts an element or a run
+        self._entry_position = position
+
     @abc.abstractmethod
     def convert(self, element: InputT) -> EntryT:
         """Turn an input element (a Spark ``Row``, a dict...) into a request entry.

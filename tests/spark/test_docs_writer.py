@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from asyncsink.sinks import registry
+from asyncsink.plugins import sinks as registry
 from asyncsink.spark import foreach_partition, register_data_sources
 from asyncsink.testing import FaultServer
 from tests.test_docs_sink_example import code_blocks

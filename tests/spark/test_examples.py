@@ -17,8 +17,8 @@ import orjson
 import pytest
 
 from asyncsink import OptionError
+from asyncsink.plugins import sinks as registry
 from asyncsink.request import CallInfo, _current
-from asyncsink.sinks import registry
 from asyncsink.testing import FaultServer
 from tests.servers.elasticsearch import ElasticsearchServer
 

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from asyncsink import OptionError
-from asyncsink.sinks import register_sink, registry, sink_names
+from asyncsink.plugins import sinks as registry
+from asyncsink.sinks import register_sink, sink_names
 from asyncsink.spark import foreach_batch, register_data_sources
 from asyncsink.testing import FaultServer
 

@@ -1,5 +1,6 @@
-"""Registries by name: sinks (``asyncsink.sinks.registry``) and record stores
-(``asyncsink.stores``) are both kept in a ``Registry``.
+"""Registries by name: sinks (``asyncsink.plugins.sinks``, where ``asyncsink.sinks``
+registers the built-in ones) and record stores (``asyncsink.stores``) are both kept in a
+``Registry``.
 
 An entry names its code as ``"module:attribute"`` paths, imported only when first used,
 so a missing optional package matters only to those who use that entry; ``load_target``
