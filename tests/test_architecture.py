@@ -1,5 +1,7 @@
-"""The shape of the library: no class of more than 30 methods, a small writer core, and
-capabilities declared rather than guessed from which methods a class overrides."""
+"""The shape of the library: no class of more than 30 methods, a small writer core, a
+package root of a few modules, the writer's internals private to its package, the Spark
+layer free of the sinks, and capabilities declared rather than guessed from which methods a
+class overrides."""
 
 from __future__ import annotations
 
@@ -11,10 +13,13 @@ import pytest
 
 from asyncsink import AsyncSinkWriter, CallInfo, Reconcile
 
+from .test_no_private_vendor_api import VENDORS, violations
+
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARY = [ROOT / "asyncsink", ROOT / "sinks"]
 MOST_METHODS = 30
 WRITER_LINES = 650
+MOST_ROOT_MODULES = 8
 
 
 def library_modules() -> list[Path]:
@@ -42,6 +47,79 @@ def test_no_class_in_the_library_has_more_than_30_methods() -> None:
 def test_the_writer_core_stays_small() -> None:
     lines = len((ROOT / "asyncsink" / "writer" / "_writer.py").read_text().splitlines())
     assert lines <= WRITER_LINES
+
+
+def module_name(path: Path) -> str:
+    """The dotted name ``path`` installs under (``sinks/`` installs as ``asyncsink.sinks``)."""
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[0] == "sinks":
+        parts.insert(0, "asyncsink")
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(path: Path) -> list[tuple[int, str]]:
+    """Every module ``path`` imports, by absolute name, with its line (``from x import y``
+    counts as ``x.y`` too, since ``y`` may be a module)."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            found.append((node.lineno, module))
+            found += [(node.lineno, f"{module}.{alias.name}") for alias in node.names]
+    return found
+
+
+def test_the_package_root_keeps_a_handful_of_modules() -> None:
+    """The public API, errors, options and a few more; each concern has its package."""
+    modules = sorted(path.name for path in (ROOT / "asyncsink").glob("*.py"))
+    assert len(modules) <= MOST_ROOT_MODULES, modules
+
+
+def test_no_module_outside_the_writer_package_imports_its_private_modules() -> None:
+    """``asyncsink.writer._*`` belong to the writer; the library, the examples and the
+    benchmarks go through ``asyncsink.writer`` (the writer's own unit tests may not)."""
+    writer = ROOT / "asyncsink" / "writer"
+    files = [*library_modules(), *(ROOT / "examples").rglob("*.py")]
+    files += (ROOT / "benchmarks").rglob("*.py")
+    reaching = [
+        f"{path.relative_to(ROOT)}:{line}: {name}"
+        for path in files
+        if writer not in path.parents
+        for line, name in imported_modules(path)
+        if name.startswith("asyncsink.writer._")
+    ]
+    assert reaching == []
+
+
+def test_the_spark_layer_imports_no_sink() -> None:
+    """Dependencies point down: the sinks register themselves in the registry the Spark
+    layer reads (``asyncsink.plugins.sinks``)."""
+    upward = [
+        f"{path.relative_to(ROOT)}:{line}: {name}"
+        for path in sorted((ROOT / "asyncsink" / "spark").rglob("*.py"))
+        for line, name in imported_modules(path)
+        if name == "asyncsink.sinks"
+        or name.startswith("asyncsink.sinks.")
+        or name.split(".")[0] == "sinks"
+    ]
+    assert upward == []
+
+
+def test_the_spark_layer_uses_no_private_part_of_pyspark() -> None:
+    assert {"pyspark", "py4j"} <= VENDORS
+    spark = sorted((ROOT / "asyncsink" / "spark").rglob("*.py"))
+    found = [f"{path.relative_to(ROOT)}:{where}" for path in spark
+             for where in violations(path.read_text())]  # fmt: skip
+    assert found == []
+    assert violations("def f(sc):\n    return sc._python_includes\n")
 
 
 def of_a_type(node: ast.expr) -> bool:
