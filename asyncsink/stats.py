@@ -203,7 +203,8 @@ def _batch_rows(
     header = ["batch", *(label for label, _ in _cells(totals))]
     shown = list(batches.items())[-last:]
     rows = [[str(batch_id), *(value for _, value in _cells(stats))] for batch_id, stats in shown]
-    rows.append([f"all {runs:,} batches", *(value for _, value in _cells(totals))])
+    total = f"all {runs:,} batch" + ("" if runs == 1 else "es")
+    rows.append([total, *(value for _, value in _cells(totals))])
     return header, rows
 
 

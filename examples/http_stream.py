@@ -32,6 +32,7 @@ def run(spark: Any, url: str, token: str, workdir: Path) -> dict[int, Any]:
             "recordStore": f"sqlite://{workdir / 'records.db'}",  # one machine
         },
         sink_id="events-to-api",
+        checkpoint_location=str(workdir / "checkpoint"),  # Spark Connect reads the query id there
         on_batch=lambda batch_id, stats: batches.update({batch_id: stats}),
     )
     query = (

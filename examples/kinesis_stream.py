@@ -25,7 +25,8 @@ def run(events: Any, stream: str, region: str, table: str, checkpoint: Path,
         options["endpointUrl"] = kinesis_url
     if dynamodb_url:
         store += f"&endpoint_url={dynamodb_url}"
-    sink = foreach_batch("kinesis", {**options, "recordStore": store}, sink_id="to-kinesis")
+    sink = foreach_batch("kinesis", {**options, "recordStore": store}, sink_id="to-kinesis",
+                         checkpoint_location=str(checkpoint))  # fmt: skip
     query = (
         events.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint)).start()
     )

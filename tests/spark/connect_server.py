@@ -44,6 +44,10 @@ class ConnectServer:
 
     def start(self) -> ConnectServer:
         env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
+        # the credentials a cluster's role would give: DynamoDB record stores on the
+        # emulators take them from the server's environment
+        env.setdefault("AWS_ACCESS_KEY_ID", "testing")
+        env.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_ROOT), env.get("PYTHONPATH")]))
         for name in ("SPARK_REMOTE", "SPARK_LOCAL_REMOTE", "SPARK_CONNECT_MODE_ENABLED"):
             env.pop(name, None)
