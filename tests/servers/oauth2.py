@@ -6,7 +6,9 @@ one client it knows, authenticated by HTTP basic (``client_secret_basic``) or in
 (``client_secret_post``); it refuses any other with 401 ``invalid_client``, as RFC 6749
 section 5.2 says. ``POST /ingest`` takes a JSON array of entries with a live token and
 answers 401 ``invalid_token`` (with ``WWW-Authenticate``) to an expired, revoked or unknown
-one. ``revoke()`` ends every token at once, as an authorization server restarting would.
+one. ``revoke()`` ends every token at once, as an authorization server restarting would;
+``revoke_every_s`` does so on a timer, so that requests in flight meet a refused token.
+``latency_s`` delays every ingest answer.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class _State:
     unauthorized: int = 0
     forms: list[dict[str, list[str]]] = field(default_factory=list)
     ids: list[Any] = field(default_factory=list)
+    latency_s: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -73,6 +76,8 @@ class _Handler(BaseHTTPRequestHandler):
                            "expires_in": state.life_s})  # fmt: skip
 
     def _ingest(self, state: _State, body: bytes) -> None:
+        if state.latency_s:
+            time.sleep(state.latency_s)
         token = self.headers.get("Authorization", "").removeprefix("Bearer ")
         with state.lock:
             expiry = state.tokens.get(token)
@@ -102,18 +107,39 @@ class _Handler(BaseHTTPRequestHandler):
 class OAuth2Server:
     """The token and resource endpoints on 127.0.0.1 (see the module docstring)."""
 
-    def __init__(self, *, client_id: str, client_secret: str, life_s: float = 2.0) -> None:
+    def __init__(
+        self,
+        *,
+        client_id: str,
+        client_secret: str,
+        life_s: float = 2.0,
+        latency_s: float = 0.0,
+        revoke_every_s: float | None = None,
+    ) -> None:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self._server.daemon_threads = True
-        self.state = _State(client_id, client_secret, life_s)
+        self.state = _State(client_id, client_secret, life_s, latency_s=latency_s)
         self._server.state = self.state  # type: ignore[attr-defined]
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._revoke_every_s = revoke_every_s
+        self._stop = threading.Event()
+        self._revoker = threading.Thread(target=self._revoke_on_time, daemon=True)
 
     def __enter__(self) -> OAuth2Server:
         self._thread.start()
+        if self._revoke_every_s:
+            self._revoker.start()
         return self
 
+    def _revoke_on_time(self) -> None:
+        assert self._revoke_every_s is not None
+        while not self._stop.wait(self._revoke_every_s):
+            self.revoke()
+
     def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._revoker.is_alive():
+            self._revoker.join(5)
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(5)
