@@ -25,6 +25,10 @@ server latencies asked for (100, 20 and 0 ms by default):
   provider with an in-memory reader), against asyncsink without one: what recording
   metrics costs the writer's hot path (target: at most 3% more client CPU per entry at
   0 ms);
+- with ``--signed``: asyncsink signing every request with AWS SigV4 (``awsService``,
+  static keys; botocore's signer over each body, with its SHA-256), against asyncsink
+  without: what signing costs the client (target: at most 15% more client CPU per entry
+  at 0 ms);
 - with ``--memory-records``, for information: asyncsink with durable call records in an
   in-memory store (``MemoryStore``): the records' own work (a CRC-32 per entry, a record
   per call) without the SQLite writes, which separates the two costs.
@@ -58,7 +62,8 @@ Exits 1 when a target is missed, after printing everything. ``--quick`` (60,000 
 raising its limit, so its ratios there are not figures to quote.
 
     .venv/bin/python benchmarks/bench_http.py [--entries N] [--rounds R] [--quick]
-        [--latencies 100,20,0] [--wide] [--fixed N] [--memory-records] [--otel] [--profile]
+        [--latencies 100,20,0] [--wide] [--fixed N] [--memory-records] [--otel] [--signed]
+        [--profile]
         [--sides durable,aiohttp] [--json PATH]
 
 ``--sides`` runs only the sides named (and asyncsink with its defaults, which every
@@ -134,6 +139,10 @@ DURABLE_TARGETS: dict[float, float] = {100.0: 0.95, 20.0: 0.95, 0.0: 0.8}
 CPU_TARGETS: dict[float, float] = {0.0: 1.3}
 # latency in ms -> the most client CPU per entry asyncsink with an SDK may spend / without
 OTEL_CPU_TARGETS: dict[float, float] = {0.0: 1.03}
+# latency in ms -> the most client CPU per entry asyncsink signing with SigV4 may spend / without
+SIGNED_CPU_TARGETS: dict[float, float] = {0.0: 1.15}
+SIGNING = {"awsService": "execute-api", "region": "us-east-1",
+           "awsAccessKeyId": "AKIDBENCHMARK", "awsSecretAccessKey": "bench-secret-key"}  # fmt: skip
 
 SIDES = ("asyncsink", "cold", "durable", "aiohttp", "httpx", "requests")
 BASELINES = ("aiohttp", "httpx", "requests")
@@ -143,6 +152,7 @@ LABELS = {
     "durable": "asyncsink, durable records (SQLite)",
     "memory": "asyncsink, durable records in memory",
     "otel": "asyncsink, OpenTelemetry SDK configured",
+    "signed": "asyncsink, every request signed (AWS SigV4)",
     "aiohttp": f"hand-written aiohttp loop ({IN_FLIGHT} in flight)",
     "httpx": f"hand-written httpx+anyio loop ({IN_FLIGHT} in flight)",
     "requests": "requests loop (1 in flight)",
@@ -213,6 +223,11 @@ def run_otel(url: str, entries: list[dict[str, Any]]) -> int:
     if not isinstance(metrics.get_meter_provider(), MeterProvider):
         metrics.set_meter_provider(MeterProvider(metric_readers=[InMemoryMetricReader()]))
     return anyio.run(_asyncsink, url, entries)
+
+
+def run_signed(url: str, entries: list[dict[str, Any]]) -> int:
+    """asyncsink signing every request with AWS SigV4 (the endpoint does not check)."""
+    return anyio.run(lambda: _asyncsink(url, entries, **SIGNING))
 
 
 def run_fixed(url: str, entries: list[dict[str, Any]], in_flight: int) -> int:
@@ -294,6 +309,7 @@ RUNNERS: dict[str, Callable[[str, list[dict[str, Any]]], int]] = {
     "aiohttp": run_aiohttp,
     "httpx": run_httpx,
     "requests": run_requests,
+    "signed": run_signed,
 }
 
 
@@ -409,6 +425,19 @@ def comparisons(results: dict[float, dict[str, dict[str, Any]]]) -> list[dict[st
                     lower_is_better=True,
                 )
             )
+        if "signed" in sides:
+            rows.append(_rate_row(latency_ms, sides, LABELS["signed"] + " vs unsigned",
+                                  "signed", "asyncsink"))  # fmt: skip
+            rows.append(
+                comparison(
+                    f"HTTP {latency_ms:g} ms: client CPU per entry, signed (SigV4) vs unsigned",
+                    "us/entry",
+                    sides["signed"]["cpu_runs"],
+                    sides["asyncsink"]["cpu_runs"],
+                    SIGNED_CPU_TARGETS.get(latency_ms),
+                    lower_is_better=True,
+                )
+            )
         if "cold" in sides and "aiohttp" in sides:
             name = f"{LABELS['cold']} vs {LABELS['aiohttp']}"
             rows.append(_rate_row(latency_ms, sides, name, "cold", "aiohttp"))
@@ -481,11 +510,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--otel", action="store_true", help="add asyncsink with an OpenTelemetry SDK"
     )
+    parser.add_argument(
+        "--signed", action="store_true", help="add asyncsink signing with AWS SigV4"
+    )
     parser.add_argument("--profile", action="store_true", help="profile asyncsink runs")
     parser.add_argument(
         "--sides",
         help=f"only these sides, comma-separated (asyncsink always runs): "
-        f"{', '.join(SIDES)}, memory, otel",
+        f"{', '.join(SIDES)}, memory, otel, signed",
     )
     parser.add_argument("--json", type=Path, help="write the results to this file")
     args = parser.parse_args(argv)
@@ -498,8 +530,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         sides.insert(sides.index("durable") + 1, "memory")
     if args.otel or (chosen and "otel" in chosen):
         sides.insert(1, "otel")
+    if args.signed or (chosen and "signed" in chosen):
+        sides.insert(1, "signed")
     if chosen is not None:
-        if unknown := chosen - set(SIDES) - {"memory", "otel"}:
+        if unknown := chosen - set(SIDES) - {"memory", "otel", "signed"}:
             parser.error(f"--sides: no side {', '.join(sorted(unknown))}")
         sides = [side for side in sides if side in chosen or side.startswith("fixed")]
     inputs = make_wide_entries if args.wide else make_entries
