@@ -164,3 +164,69 @@ async def test_the_dynamodb_record_store_works_through_an_assumed_role(
     sessions = sessions_of(role)[before:]
     assert sessions and sessions[-1].external_id == "ext-99"
     assert sessions[-1].session_name == "records-test"
+
+
+# ---------------------------------------------------------------------- the default chain
+
+
+class _ContainerCredentials:
+    """A container credentials endpoint (what ECS and EKS Pod Identity serve): each answer
+    is new keys that expire in 11 minutes, inside botocore's 15-minute refresh window."""
+
+    def __init__(self) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        outer = self
+        self.answers = 0
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802
+                import datetime
+                import json
+
+                outer.answers += 1
+                expires = datetime.datetime.now(datetime.UTC) + datetime.timedelta(minutes=11)
+                data = json.dumps({
+                    "AccessKeyId": f"ASIACONTAINER{outer.answers}",
+                    "SecretAccessKey": f"container-secret-{outer.answers}",
+                    "Token": f"container-token-{outer.answers}",
+                    "Expiration": expires.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                }).encode()  # fmt: skip
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+async def test_the_default_chain_refreshes_a_container_role_before_it_expires(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    endpoint = _ContainerCredentials()
+    try:
+        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+        monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+        port = endpoint.server.server_port
+        monkeypatch.setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", f"http://127.0.0.1:{port}/creds")
+        source = CredentialSource(AwsIdentity())
+        first = await source.current()
+        second = await source.current()  # 11 minutes left: botocore refreshes ahead
+        assert first.access_key.startswith("ASIACONTAINER")
+        assert second.access_key != first.access_key and endpoint.answers >= 2
+        assert second.token and second.token.startswith("container-token-")
+    finally:
+        endpoint.close()
