@@ -445,6 +445,12 @@ class SinkOptions(Options):
         doc="Adapt in-flight entries (AIMD): grow on success, halve when the destination "
         "throttles.",
     )
+    ordering_key: str = option(
+        "",
+        kind="str",
+        doc="Fields (comma-separated) whose values name a key: entries of one key are "
+        "delivered in input order, one at a time. Empty: no order across requests.",
+    )
     dead_letter: str | Callable[..., Any] | None = option(
         None,
         kind="object",
@@ -456,6 +462,8 @@ class SinkOptions(Options):
         Options.__post_init__(self)
         self._at_most("max_record_size_in_bytes", "max_batch_size_in_bytes")
         self._at_most("initial_backoff_ms", "max_backoff_ms")
+        if self.ordering_key and not all(f.strip() for f in self.ordering_key.split(",")):
+            raise OptionError("orderingKey", self.ordering_key, "field names, comma-separated")
         letter = self.dead_letter
         if isinstance(letter, str) and not letter.strip():
             raise OptionError("deadLetter", letter, "a file path or a callable, not blank")

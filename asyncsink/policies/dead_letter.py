@@ -129,15 +129,20 @@ def dead_letter_target(option: str | DeadLetterTarget | None) -> DeadLetterTarge
 class DeadLetters:
     """Where a writer's bad records go: the ``deadLetter`` target, or a failure.
 
-    ``serialize`` gives an entry's bytes (the sink's ``serialize_entry``); ``scope``
+    ``serialize`` gives an entry's bytes (the sink's ``serialize_entry``), and
+    ``handed_over`` is told each record's sequence number once it is settled; ``scope``
     names the writer's scope in letters and errors, ``persistent`` whether errors name it.
     """
 
     def __init__(
-        self, option: str | DeadLetterTarget | None, serialize: Callable[[Any], bytes]
+        self,
+        option: str | DeadLetterTarget | None,
+        serialize: Callable[[Any], bytes],
+        handed_over: Callable[[int], None] = lambda seq: None,
     ) -> None:
         self.target = dead_letter_target(option)
         self._serialize = serialize
+        self._handed_over = handed_over  # told each record's seq once it is settled
         self.scope = ""
         self.persistent = False
         self.count = 0  # records handed over
@@ -168,3 +173,4 @@ class DeadLetters:
                 "is not settled, so the task fails and its retry handles it again"
             ) from exc
         self.count += 1
+        self._handed_over(seq)

@@ -39,13 +39,14 @@ from ..errors import (
 from ..options import SinkOptions
 from ..policies.congestion import Congestion, CongestionStrategy
 from ..policies.dead_letter import DeadLetters
+from ..policies.ordering import Ordering, ordering_for
 from ..policies.retry import BackoffRetry, RetryPolicy
 from ..request import SubmitResult
 from ..stats import Tally, WriterStatistics
 from ..telemetry import NoMetrics, WriterMetrics, sink_attributes, writer_metrics
 from ..telemetry.live import Reading
 from ._ahead import Ahead
-from ._buffer import RequestBuffer
+from ._buffer import RequestBuffer, Run
 from ._intake import Chunks, Intake
 from ._outcomes import Outcome, Outcomes
 from ._recovery import Recovery
@@ -96,6 +97,8 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
             ``classify_error`` if omitted.
         congestion: how much may be in flight (a ``CongestionStrategy``); ``Congestion``
             from ``options`` if omitted.
+        ordering: which entries may leave now (an ``Ordering``); ``KeyOrder`` by the
+            ``orderingKey`` option's fields if set, else none.
     """
 
     def __init__(
@@ -105,6 +108,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         call_log: CallRecorder | None = None,
         retry_policy: RetryPolicy | None = None,
         congestion: CongestionStrategy | None = None,
+        ordering: Ordering | None = None,
     ) -> None:
         self.options = options = options or SinkOptions()
         self._log: CallRecorder = call_log if call_log is not None else NoRecords()
@@ -117,7 +121,10 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         self._retry: RetryPolicy = retry_policy or BackoffRetry(
             options, self.classify_error, self.describe_destination
         )
-        self._dead_letters = DeadLetters(options.dead_letter, self.serialize_entry)
+        self._ordering: Ordering = ordering or ordering_for(options.ordering_key)
+        self._dead_letters = DeadLetters(
+            options.dead_letter, self.serialize_entry, self._ordering.dead_lettered
+        )
         self._intake: Intake[InputT, EntryT] = Intake(
             self, options.max_record_size_in_bytes, self._dead_letters, self._log, self._fail
         )
@@ -248,7 +255,6 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
                 await self.write(element)
             return
         chunks = Chunks(elements)
-        buffer = self._buffer
         batch = self.options.max_batch_size
         run = batch * max(1, _RUN // batch)
         while True:
@@ -258,7 +264,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
                 continue
             # Runs of whole batches where there is room for them: a batch cut across two
             # runs would be two pieces joined, entry by entry.
-            room = self._max_buffered - buffer.count
+            room = self._max_buffered - self._buffered()
             chunk = chunks.take(min(room if room < batch else room - room % batch, run))
             if not chunk:
                 return
@@ -279,7 +285,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         entries backing off for a retry do not count). Returns whether it waited."""
         waited = False
         while True:
-            room = self._max_buffered - self._buffer.count
+            room = self._max_buffered - self._buffered()
             if room > 0 and not room < batch <= self._buffer.fresh_count:
                 return waited
             waited = True
@@ -294,9 +300,12 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
             self._written += 1
             self._intake.skip(seq, element)
             return False
+        ordering = self._ordering
+        ordering.note((seq,), (element,))
         taken = self._intake.one(seq, element)
         self._written += 1  # a bad record is accepted into the dead-letter target
         if taken is None:
+            self._ended((seq,))
             return False
         entry, size = taken
         buffer = self._buffer
@@ -307,9 +316,15 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         else:
             now = self._clock = time.monotonic()
             self._timer.wake()
-        if self._log.recovering and self._log.admit(seq, entry, size, now):
-            self._take_from_log()
-            return self._log.needs_sync
+        if self._log.recovering:
+            skipped = self._log.statistics()["skipped"]
+            if self._log.admit(seq, entry, size, now):
+                if self._log.statistics()["skipped"] > skipped:
+                    self._ended((seq,))  # delivered before
+                else:
+                    ordering.hold(seq)  # an earlier call's: settled before its key goes on
+                self._take_from_log()
+                return self._log.needs_sync
         buffer.append(seq, entry, size, now)
         limit = self._congestion.batch_limit()
         if buffer.fresh_count >= limit or buffer.fresh_bytes >= self._max_bytes:
@@ -331,6 +346,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         if self._skip_all:
             self._log.skip_completed(run.entries)
             return False
+        self._ordering.note(run.seqs, elements)
         buffer = self._buffer
         if not buffer.fresh_count:
             self._timer.wake()
@@ -359,7 +375,13 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         self._flushing += 1
         try:
             self._pump()
-            while self._buffer or self._calls or self._ahead or self._recovery.looking_up:
+            while (
+                self._buffer
+                or self._calls
+                or self._ahead
+                or self._recovery.looking_up
+                or self._ordering.parked
+            ):
                 await self._wait_for_progress()
         finally:
             self._flushing -= 1
@@ -407,7 +429,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
                     or self._flushing > 0
                     or buffer.fresh_count >= limit
                     or buffer.fresh_bytes >= self._max_bytes
-                    or buffer.count >= self._max_buffered
+                    or self._buffered() >= self._max_buffered
                     or oldest + self._max_time_in_buffer <= now
                 )
                 if not send_fresh and not buffer.has_ready_retry(now):
@@ -415,6 +437,9 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
                 run, pinned = buffer.take(limit, self._max_bytes, now, include_fresh=send_fresh)
                 if run is None:
                     break
+                run = self._admit(run, pinned is not None)
+                if run is None:
+                    continue  # every entry waits for an earlier one of its key
                 try:
                     call = record_call(self._log, run, pinned, now)
                 except FatalError as fatal:
@@ -431,6 +456,24 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         if started:
             self._progress.signal()
         return started
+
+    def _buffered(self) -> int:
+        """Entries accepted and not sent: in the buffer, or held back by the ordering."""
+        return self._buffer.count + self._ordering.parked
+
+    def _admit(self, run: Run[EntryT], whole: bool) -> Run[EntryT] | None:
+        """The part of ``run`` the ordering lets leave now (``None``: none of it); it
+        keeps the entries that wait, and the ones that follow a dead letter go there."""
+        admitted = self._ordering.admit(run.seqs, run.entries, run.sizes, whole)
+        if admitted is None:
+            return run
+        leave, letters = admitted
+        for index in letters:
+            seq = run.seqs[index]
+            reason = "an earlier entry of its orderingKey went to the dead letters"
+            self._dead_letters.bad_record(seq, reason, entry=run.entries[index])
+            self._ended((seq,))
+        return run.pick(leave) if leave else None
 
     def _next_deadline(self) -> tuple[float | None, bool]:
         """When the timer should start requests (the oldest fresh entry's time in the
@@ -513,8 +556,18 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
                 return
             log.warning("%s: could not save call records on abort: %s", self._scope, exc)
 
-    def _apply(self, outcome: Outcome[EntryT] | None, call: Call[EntryT] | None) -> None:
-        """Do what a settled request's (or a looked up call's) ``outcome`` says."""
+    def _apply(
+        self,
+        outcome: Outcome[EntryT] | None,
+        call: Call[EntryT] | None,
+        run: Run[EntryT] | None = None,
+    ) -> None:
+        """Do what a settled request's (or a looked up call's, of ``run``) ``outcome``
+        says."""
+        if call is not None:
+            run = call.run
+        if run is not None and not (outcome is not None and (outcome.look_up or outcome.fatal)):
+            self._release(run, outcome.again if outcome is not None else None)
         if outcome is None:
             return
         if outcome.fatal is not None:
@@ -523,13 +576,29 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
             assert call is not None
             self._recovery.hold(call.info, call.run)
             args = (call, self._recovery.settle_own, outcome.cause)
-            self._tasks.spawn(self._look_up, call, self._outcomes.looked_up, *args)
+            self._tasks.spawn(self._look_up, call, None, self._outcomes.looked_up, *args)
         elif outcome.again is not None:
             if outcome.fresh:
                 self._buffer.extend(outcome.again, outcome.not_before)
             else:
                 self._buffer.requeue(outcome.again, outcome.not_before, outcome.pinned)
             self._timer.wake()  # the retry may be due before the timer's deadline
+
+    def _release(self, run: Run[EntryT], again: Run[EntryT] | None) -> None:
+        """The entries of ``run`` not sent ``again`` ended: let the entries of their keys
+        that waited go next, ahead of the buffer."""
+        if again is None:
+            self._ended(run.seqs)
+        else:
+            sent_again = set(again.seqs)
+            self._ended([seq for seq in run.seqs if seq not in sent_again])
+
+    def _ended(self, seqs: Sequence[int]) -> None:
+        """Entries ``seqs`` reached their end: the entries of their keys that waited go
+        next, ahead of the buffer."""
+        freed = self._ordering.release(seqs)
+        if freed:
+            self._buffer.requeue(Run.of(freed), 0.0)
 
     def _fail(self, error: BaseException, call: Call[EntryT] | None = None) -> None:
         """End the writer with ``error``: every later call raises it. An ``Exception``
@@ -555,18 +624,19 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         for outcome in outcomes:
             self._apply(outcome, None)
         for info, run in look_ups:
-            self._tasks.spawn(self._look_up, None, self._recovery.settle_earlier, info, run)
+            self._tasks.spawn(self._look_up, None, run, self._recovery.settle_earlier, info, run)
 
     async def _look_up(
         self,
         call: Call[EntryT] | None,
+        run: Run[EntryT] | None,
         look_up: Callable[..., Awaitable[Outcome[EntryT] | None]],
         *args: Any,
     ) -> None:
-        """Look a call without an answer up at the destination (an earlier attempt's, or
-        ``call`` of this one) with ``look_up(*args)``, and do what it says."""
+        """Look a call without an answer up at the destination (an earlier attempt's, of
+        ``run``, or ``call`` of this one) with ``look_up(*args)``, and do what it says."""
         try:
-            self._apply(await look_up(*args), call)
+            self._apply(await look_up(*args), call, run)
             await self._log.sync()
         except Exception as exc:
             self._fail(exc, call)
@@ -585,6 +655,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         calls = (*self._calls.values(), *self._ahead)
         for run in (*(call.run for call in calls), *looking_up):
             entries.extend(zip(run.seqs, run.entries, strict=True))
+        entries.extend(self._ordering)
         entries.extend(self._buffer)
         return WriterSnapshot(tuple(entries), self._next_seq)
 
@@ -613,7 +684,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
             dead_lettered=self._dead_letters.count,
             **self._log.statistics(),
             failed=self._retry.exhausted,
-            buffered=len(self._buffer) + self._ahead.entries(),  # recorded ahead: not sent
+            buffered=self._buffered() + self._ahead.entries(),  # recorded ahead: not sent
             in_flight=self._in_flight_entries + sum(map(len, looking_up)),
             window=self._congestion.window,
             in_flight_limit=self._congestion.limit,
