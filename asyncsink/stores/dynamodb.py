@@ -94,9 +94,9 @@ class DynamoDBStore(RecordStore):
     ``role_arn`` those credentials assume that role (``external_id``,
     ``role_session_name``), and its credentials refresh themselves before they expire.
 
-    The client is opened on first use, inside the running event loop, and serves that loop
-    only: ``aclose()`` the store before its loop ends; it reopens on its next use, in
-    whatever loop that runs. After a ``fork`` the child opens a client of its own.
+    A client is opened on first use in each event loop the store runs in, and closed when
+    that loop ends (``asyncio.run``, ``anyio.run``) or by ``aclose()``, which a loop you
+    manage by hand calls before it closes. After a ``fork`` the child opens its own.
 
     Raises (from every method):
         DurableError: the table cannot be reached, created or written (the vendor error is

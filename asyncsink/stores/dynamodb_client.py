@@ -1,9 +1,10 @@
 """The connection of a ``DynamoDBStore`` to its table: client lifecycle, errors, secrets.
 
-``TableClient`` opens an aiobotocore client on first use in the running event loop (and
-anew after ``aclose`` or a ``fork``), creates the table if asked, retries transaction
-conflicts, and turns every botocore error into a ``DurableError`` whose message names the
-operation, table and scope, with any credential redacted.
+``TableClient`` opens an aiobotocore client on first use in each event loop it runs in
+(kept per loop by ``asyncsink.clients.per_loop``, closed with the loop or by ``aclose``),
+creates the table if asked, retries transaction conflicts, and turns every botocore error
+into a ``DurableError`` whose message names the operation, table and scope, with any
+credential redacted.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import asyncio
 import os
 import random
 import time
+import uuid
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any, cast
@@ -23,6 +25,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from asyncsink.aws.credentials import AwsIdentity
 from asyncsink.aws.sessions import client_credentials
+from asyncsink.clients import per_loop
 from asyncsink.errors import DurableError
 from asyncsink.masking import mask_url
 from asyncsink.stores.base import Scope
@@ -32,9 +35,7 @@ __all__ = ["AwsCredentials", "TableClient"]
 CONFLICT_ATTEMPTS = 6
 TABLE_WAIT_S = 60.0
 
-# Clients inherited through fork(): their connections belong to the parent's event loop,
-# so the child neither uses nor closes them.
-_INHERITED: list[AsyncExitStack] = []
+_KIND = "DynamoDB store"
 
 # botocore's loader of service models, a cache of parsed JSON with no loop-bound state,
 # shared by the sessions of a process: loading the models anew costs ~0.2 s per client.
@@ -55,11 +56,10 @@ class AwsCredentials:
 
 
 class TableClient:
-    """Requests to one DynamoDB table, through a client bound to one event loop at a time.
+    """Requests to one DynamoDB table, through a client of its own in each event loop.
 
     Raises (from ``call`` and ``pages``):
-        DurableError: the request failed (the botocore error is chained as ``__cause__``),
-            or the client is open in another event loop.
+        DurableError: the request failed (the botocore error is chained as ``__cause__``).
     """
 
     def __init__(
@@ -80,12 +80,7 @@ class TableClient:
         self._credentials = credentials
         self._create_table = create_table
         self._config = config
-        self._client: Any = None
-        self._stack: AsyncExitStack | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._open_lock: asyncio.Lock | None = None
-        self._lock_loop: asyncio.AbstractEventLoop | None = None
-        self._pid = os.getpid()
+        self._key = uuid.uuid4().hex  # this client's own, in every loop
         self._table_ready = not create_table
 
     async def call(self, operation: str, scope: Scope | None, **request: Any) -> dict[str, Any]:
@@ -135,11 +130,8 @@ class TableClient:
         return DurableError(self._redact(message))
 
     async def aclose(self) -> None:
-        """Close the client; the next call opens a new one."""
-        self._adopt_process()
-        stack, self._stack, self._client, self._loop = self._stack, None, None, None
-        if stack is not None:
-            await stack.aclose()
+        """Close the running loop's client; the next call opens a new one."""
+        await per_loop.close_client(_KIND, self._key)
 
     def _redact(self, text: str) -> str:
         endpoint = self._endpoint_url
@@ -159,42 +151,17 @@ class TableClient:
                 text = text.replace(secret, "****")
         return text
 
-    def _adopt_process(self) -> None:
-        pid = os.getpid()
-        if pid != self._pid:
-            if self._stack is not None:
-                _INHERITED.append(self._stack)
-            self._stack, self._client, self._loop = None, None, None
-            self._open_lock, self._lock_loop = None, None
-            self._pid = pid
-
     async def _open(self) -> Any:
-        self._adopt_process()
-        loop = asyncio.get_running_loop()
-        if self._client is not None:
-            if self._loop is loop:
-                return self._client
-            raise DurableError(
-                f"the DynamoDB client of table {self.table!r} is open in another event loop; "
-                "aclose() the store there before reusing it"
-            )
-        if self._open_lock is None or self._lock_loop is not loop:
-            self._open_lock, self._lock_loop = asyncio.Lock(), loop
-        async with self._open_lock:
-            if self._client is not None:
-                return self._client
-            stack = AsyncExitStack()
-            try:
-                client = await stack.enter_async_context(self._client_context())
-                if not self._table_ready:
-                    await self._ensure_table(client)
-            except BaseException as exc:
-                await stack.aclose()
-                if isinstance(exc, ClientError | BotoCoreError | OSError | TimeoutError):
-                    raise self.error("open", None, exc) from exc
-                raise
-            self._client, self._stack, self._loop = client, stack, loop
-            return client
+        return await per_loop.shared_client(_KIND, self._key, self._open_client)
+
+    async def _open_client(self, stack: AsyncExitStack) -> Any:
+        try:
+            client = await stack.enter_async_context(self._client_context())
+            if not self._table_ready:
+                await self._ensure_table(client)
+        except (ClientError, BotoCoreError, OSError, TimeoutError) as exc:
+            raise self.error("open", None, exc) from exc
+        return client
 
     def _client_context(self) -> Any:
         secrets: dict[str, str | None] = {}

@@ -2,9 +2,11 @@
 tables, and errors without secrets.
 
 ``Connections`` opens psycopg connections on demand (at most ``size`` at once), keeps the
-idle ones for the next operation, and opens them anew after a ``fork`` or in another event
-loop. On the first connection of a store it creates the tables if asked, then checks their
-columns, so a missing table or one of another shape is named before any record is written.
+idle ones for the next operation, and keeps a pool per event loop (with
+``asyncsink.clients.per_loop``: closed with its loop or by ``aclose``), so a new loop or a
+forked child opens connections of its own. On the first connection of a store it creates
+the tables if asked, then checks their columns, so a missing table or one of another shape
+is named before any record is written.
 Every psycopg error becomes a ``DurableError`` whose message names the operation, the
 tables and the scope, with the password (from the URL or ``PGPASSWORD``) redacted.
 """
@@ -13,8 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -22,6 +25,7 @@ import psycopg
 from psycopg import conninfo as libpq
 from psycopg import sql
 
+from asyncsink.clients import per_loop
 from asyncsink.errors import DurableError
 from asyncsink.masking import mask_url
 from asyncsink.stores.base import Scope
@@ -74,9 +78,7 @@ CREATE TABLE IF NOT EXISTS {records} (
 )
 """
 
-# Connections inherited through fork(): closing them in the child would end the parent's
-# sessions, so they are kept here, unused, until the process ends.
-_INHERITED: list[psycopg.AsyncConnection[Any]] = []
+_KIND = "PostgreSQL store"
 
 
 class Tables:
@@ -156,6 +158,22 @@ class Tables:
         return ".".join(f'"{part}"' for part in self._names[kind].split("."))
 
 
+class _Pool:
+    """One event loop's connections of a store: the idle ones, and a slot for each in use.
+    Once closed, a connection given back is closed instead of kept."""
+
+    def __init__(self, size: int) -> None:
+        self.idle: list[psycopg.AsyncConnection[Any]] = []
+        self.slots = asyncio.Semaphore(size)
+        self.open = True
+
+    async def aclose(self) -> None:
+        self.open = False
+        idle, self.idle = self.idle, []
+        for conn in idle:
+            await conn.close()
+
+
 class Connections:
     """Connections to one database, pooled per process and event loop.
 
@@ -170,10 +188,7 @@ class Connections:
         self._tables = tables
         self._create_table = create_table
         self._size = size
-        self._idle: list[psycopg.AsyncConnection[Any]] = []
-        self._slots: asyncio.Semaphore | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._pid = os.getpid()
+        self._key = uuid.uuid4().hex  # this store's pool, in every loop
         self._ready = False
 
     async def run(
@@ -211,40 +226,31 @@ class Connections:
         return _replace(text, self._secrets)
 
     async def aclose(self) -> None:
-        """Close the idle connections; the next operation opens new ones."""
-        self._adopt_process()
-        idle, self._idle = self._idle, []
-        for conn in idle:
-            await conn.close()
+        """Close the running loop's idle connections; the next operation opens new ones."""
+        await per_loop.close_client(_KIND, self._key)
 
     @asynccontextmanager
     async def _connection(
         self, operation: str, scope: Scope | None
     ) -> AsyncIterator[tuple[psycopg.AsyncConnection[Any], bool]]:
-        slots = self._bind()
-        async with slots:
-            reused = bool(self._idle)
-            conn = self._idle.pop() if reused else await self._open(operation, scope)
+        pool: _Pool = await per_loop.shared_client(_KIND, self._key, self._open_pool)
+        async with pool.slots:
+            reused = bool(pool.idle)
+            conn = pool.idle.pop() if reused else await self._open(operation, scope)
             try:
                 yield conn, reused
             finally:
-                if conn.broken or conn.closed or self._loop is not asyncio.get_running_loop():
+                if conn.broken or conn.closed or not pool.open:
                     await conn.close()
                 elif conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
                     await conn.close()  # cancelled inside a transaction: do not reuse
                 else:
-                    self._idle.append(conn)
+                    pool.idle.append(conn)
 
-    def _bind(self) -> asyncio.Semaphore:
-        """The pool of this process and event loop; another loop's idle connections go."""
-        self._adopt_process()
-        loop = asyncio.get_running_loop()
-        if self._slots is None or self._loop is not loop:
-            for conn in self._idle:
-                conn.pgconn.finish()  # they belong to a loop that may be gone
-            self._idle = []
-            self._slots, self._loop = asyncio.Semaphore(self._size), loop
-        return self._slots
+    async def _open_pool(self, stack: AsyncExitStack) -> _Pool:
+        pool = _Pool(self._size)
+        stack.push_async_callback(pool.aclose)
+        return pool
 
     async def _open(self, operation: str, scope: Scope | None) -> psycopg.AsyncConnection[Any]:
         try:
@@ -268,12 +274,6 @@ class Connections:
                 raise DurableError(self.redact(f"{where}: {exc}")) from None
             raise
         return conn
-
-    def _adopt_process(self) -> None:
-        pid = os.getpid()
-        if pid != self._pid:
-            _INHERITED.extend(self._idle)
-            self._idle, self._slots, self._loop, self._pid = [], None, None, pid
 
 
 def _connect_kwargs(conninfo: str) -> dict[str, Any]:

@@ -8,7 +8,7 @@ process share a client for each distinct configuration: region, endpoint, creden
 
 An aiohttp-based client belongs to the event loop that created it and cannot be used or
 closed from another. Clients are therefore kept per event loop (see
-``asyncsink.sinks.loop_clients``):
+``asyncsink.clients.per_loop``):
 
 - a writer running on a loop gets that loop's client (created on first use);
 - when the loop ends through ``asyncio.run``, ``anyio.run`` or ``asyncio.Runner`` (which
@@ -44,9 +44,8 @@ from aiobotocore.session import AioSession, get_session
 
 from asyncsink.aws.credentials import AwsIdentity
 from asyncsink.aws.sessions import client_credentials
-from asyncsink.clients import connections
+from asyncsink.clients import connections, per_loop
 
-from .. import loop_clients
 from . import put_records
 
 __all__ = ["ClientSettings", "close_clients", "get_client", "open_client_count"]
@@ -75,7 +74,7 @@ class ClientSettings:
         """The cache key: the settings with the credentials replaced by a digest."""
         identity = None
         if self.aws_access_key_id:
-            identity = loop_clients.secret_digest(
+            identity = per_loop.secret_digest(
                 self.aws_access_key_id, self.aws_secret_access_key, self.aws_session_token
             )
         return (
@@ -103,7 +102,7 @@ async def get_client(settings: ClientSettings) -> Any:
     except RuntimeError:
         raise RuntimeError("the Kinesis sink runs on an asyncio event loop") from None
     opener = functools.partial(_open_client, settings)
-    return await loop_clients.shared_client(_KIND, settings.key(), opener)
+    return await per_loop.shared_client(_KIND, settings.key(), opener)
 
 
 async def close_clients() -> None:
@@ -112,12 +111,12 @@ async def close_clients() -> None:
     Loops ended by ``asyncio.run``/``anyio.run`` close their clients themselves; call this
     before closing a loop you manage by hand, or to drop connections early.
     """
-    await loop_clients.close_clients(_KIND)
+    await per_loop.close_clients(_KIND)
 
 
 def open_client_count() -> int:
     """How many Kinesis clients this process holds open, over all event loops."""
-    return loop_clients.open_client_count(_KIND)
+    return per_loop.open_client_count(_KIND)
 
 
 async def _open_client(settings: ClientSettings, stack: AsyncExitStack) -> Any:

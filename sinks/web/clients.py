@@ -1,6 +1,6 @@
 """The clients (transports, see ``asyncsink.sinks.web.transport``) of the sinks that talk
 HTTP: how one is opened, and those their writers share, one per event loop and
-configuration (see ``asyncsink.sinks.loop_clients``).
+configuration (see ``asyncsink.clients.per_loop``).
 
 A writer given neither a client nor a transport uses its loop's shared client for its
 ``ClientSettings``: everything that shapes a client (the origins its requests go to, the
@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 import httpx
 
 from asyncsink.clients import connections as pooled
+from asyncsink.clients import per_loop
 from asyncsink.errors import OptionError
 
-from .. import loop_clients
 from .aiohttp_transport import AiohttpTransport
 from .httpx_transport import HttpxTransport
 from .transport import Transport
@@ -99,7 +99,7 @@ async def get_transport(settings: ClientSettings) -> Transport:
         ImportError: ``http2`` without the h2 package (with an install hint).
     """
     opener = functools.partial(_open_shared, settings)
-    transport: Transport = await loop_clients.shared_client(_KIND, settings, opener)
+    transport: Transport = await per_loop.shared_client(_KIND, settings, opener)
     return transport
 
 
@@ -110,12 +110,12 @@ async def close_clients() -> None:
     Loops ended by ``asyncio.run``/``anyio.run`` close their clients themselves; call this
     before closing a loop you manage by hand, or to drop connections early.
     """
-    await loop_clients.close_clients(_KIND)
+    await per_loop.close_clients(_KIND)
 
 
 def open_client_count() -> int:
     """How many shared HTTP clients this process holds open, over all event loops."""
-    return loop_clients.open_client_count(_KIND)
+    return per_loop.open_client_count(_KIND)
 
 
 async def _open_shared(settings: ClientSettings, stack: AsyncExitStack) -> Transport:

@@ -17,7 +17,7 @@ import anyio
 import pytest
 from botocore.exceptions import ClientError
 
-from asyncsink.clients import connections
+from asyncsink.clients import connections, per_loop
 from asyncsink.errors import DurableError, FencedError
 from asyncsink.stores import RecordStore, Scope, check_store_url, open_store
 from asyncsink.stores.dynamodb import MAX_ITEM_BYTES, AwsCredentials, DynamoDBStore, _chunks
@@ -143,7 +143,9 @@ async def test_without_create_table_a_missing_table_is_a_durable_error(
 
 
 @pytest.mark.emulator
-def test_the_client_serves_one_event_loop_until_closed(moto_endpoint: str) -> None:
+def test_each_event_loop_gets_a_client_of_its_own_closed_with_the_loop(
+    moto_endpoint: str,
+) -> None:
     store = _store(moto_endpoint)
 
     async def take() -> int:
@@ -151,16 +153,14 @@ def test_the_client_serves_one_event_loop_until_closed(moto_endpoint: str) -> No
 
     async def first_loop() -> None:
         assert await take() == 1
-        with pytest.raises(DurableError, match="another event loop"):
-            await anyio.to_thread.run_sync(anyio.run, take)
+        assert await anyio.to_thread.run_sync(anyio.run, take) == 2, "another loop's own"
+        assert per_loop.open_client_count("DynamoDB store") == 1, "closed with its loop"
         await store.aclose()
-
-    async def second_loop() -> None:
-        assert await take() == 2, "after aclose the store reopens in a new loop"
-        await store.aclose()
+        assert per_loop.open_client_count("DynamoDB store") == 0
+        assert await take() == 3, "after aclose the store reopens"
 
     anyio.run(first_loop)
-    anyio.run(second_loop)
+    assert per_loop.open_client_count("DynamoDB store") == 0
 
 
 def test_from_url_parses_table_and_options() -> None:

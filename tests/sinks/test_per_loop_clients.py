@@ -1,4 +1,4 @@
-"""Clients shared per event loop (``asyncsink.sinks.loop_clients``) as the HTTP and
+"""Clients shared per event loop (``asyncsink.clients.per_loop``) as the HTTP and
 Elasticsearch writers use them: kept across writers of one loop with their connections,
 closed with the loop or by ``close_clients()``, never mixed with a client or transport a
 writer was given, and one per configuration."""
@@ -17,7 +17,7 @@ import pytest
 import trustme
 
 from asyncsink import SinkOptions
-from asyncsink.sinks import loop_clients
+from asyncsink.clients import per_loop
 from asyncsink.sinks.elasticsearch import ElasticsearchOptions, ElasticsearchWriter
 from asyncsink.sinks.http import HttpOptions, HttpWriter, close_clients
 from asyncsink.sinks.web.aiohttp_transport import AiohttpTransport
@@ -37,12 +37,12 @@ def _clients_held_elsewhere() -> None:
     an earlier test ran partitions on keeps its own): the counts below leave them out."""
     _held_before.clear()
     for kind in (None, "B"):
-        _held_before[kind] = loop_clients.open_client_count(kind)
+        _held_before[kind] = per_loop.open_client_count(kind)
 
 
 def opened(kind: str | None = None) -> int:
     """Clients of ``kind`` opened since the test began, and still open."""
-    return loop_clients.open_client_count(kind) - _held_before[kind]
+    return per_loop.open_client_count(kind) - _held_before[kind]
 
 
 class CountingServer:
@@ -258,10 +258,10 @@ def test_a_key_holds_origins_never_credentials_nor_paths() -> None:
 
 
 def test_a_secret_digest_stands_for_secrets() -> None:
-    digest = loop_clients.secret_digest("id", "s3cret")
+    digest = per_loop.secret_digest("id", "s3cret")
     assert digest is not None and "s3cret" not in digest
-    assert digest != loop_clients.secret_digest("id", "other")
-    assert loop_clients.secret_digest(None, None) is None
+    assert digest != per_loop.secret_digest("id", "other")
+    assert per_loop.secret_digest(None, None) is None
 
 
 # ---------------------------------------------------------------------- loops
@@ -322,13 +322,13 @@ async def test_close_clients_of_one_kind_leaves_the_other_kinds_open() -> None:
 
         return open_
 
-    assert await loop_clients.shared_client("A", 1, opener("a")) == "a"
-    assert await loop_clients.shared_client("A", 1, opener("again")) == "a", "cached"
-    assert await loop_clients.shared_client("B", 1, opener("b")) == "b"
-    await loop_clients.close_clients("A")
+    assert await per_loop.shared_client("A", 1, opener("a")) == "a"
+    assert await per_loop.shared_client("A", 1, opener("again")) == "a", "cached"
+    assert await per_loop.shared_client("B", 1, opener("b")) == "b"
+    await per_loop.close_clients("A")
     assert closed == ["a"]
     assert opened("B") == 1
-    await loop_clients.close_clients()
+    await per_loop.close_clients()
     assert closed == ["a", "b"]
     assert opened() == 0
 
@@ -341,10 +341,10 @@ async def test_a_failing_opener_keeps_nothing_and_closes_what_it_entered() -> No
         raise OSError("no")
 
     with pytest.raises(OSError):
-        await loop_clients.shared_client("A", 1, failing)
+        await per_loop.shared_client("A", 1, failing)
     assert closed == [True]
     assert opened() == 0
-    await loop_clients.close_clients()
+    await per_loop.close_clients()
 
 
 def _a_ca_certificate() -> str:

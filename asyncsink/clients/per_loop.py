@@ -1,4 +1,5 @@
-"""Clients shared by the writers of a process: one per event loop, kind and configuration.
+"""Clients kept per event loop: one per loop, kind and key, for the sinks' writers and the
+record stores.
 
 Spark reuses its Python worker processes, and asyncsink's runner keeps one event loop per
 worker for all the partitions it runs, each with its own writer. Opening a client
@@ -14,12 +15,14 @@ cannot be used or closed from another. Clients are therefore kept per event loop
 - when the loop ends through ``asyncio.run``, ``anyio.run`` or ``asyncio.Runner`` (which
   close asynchronous generators before closing the loop), its clients are closed there;
 - ``await close_clients()`` closes the current loop's clients at once (of one kind, or
-  all), e.g. before a hand-managed loop is closed; the next writer opens a new client;
+  all), e.g. before a hand-managed loop is closed; the next writer opens a new client
+  (``close_client`` closes one, as a store's ``aclose`` does);
 - a client left on a loop that was closed without either is released the next time any
   loop asks for a client (its sockets are abandoned, not reused).
 
 A shared client is never closed by a writer: its connections outlive the writer, so the
-next partition's writer on the same loop reuses them.
+next partition's writer on the same loop reuses them. A record store keys its client by
+the store itself, so each store has its own in each loop it runs in.
 """
 
 from __future__ import annotations
@@ -32,7 +35,13 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Hashable
 from contextlib import AsyncExitStack
 from typing import Any
 
-__all__ = ["close_clients", "open_client_count", "secret_digest", "shared_client"]
+__all__ = [
+    "close_client",
+    "close_clients",
+    "open_client_count",
+    "secret_digest",
+    "shared_client",
+]
 
 log = logging.getLogger("asyncsink.clients")
 
@@ -71,15 +80,19 @@ class _LoopClients:
             if not self.abandoned:
                 await self.close()
 
-    async def close(self, kind: str | None = None) -> None:
-        chosen = [key for key in self.clients if kind is None or key[0] == kind]
-        for key in chosen:
-            stack, _ = self.clients.pop(key)
+    async def close(self, kind: str | None = None, key: Hashable = None) -> None:
+        chosen = [
+            found
+            for found in self.clients
+            if kind is None or (found[0] == kind and (key is None or found[1] == key))
+        ]
+        for found in chosen:
+            stack, _ = self.clients.pop(found)
             try:
                 await stack.aclose()
             except Exception as exc:
                 name = type(exc).__name__
-                log.warning("closing a %s client failed: %s: %s", key[0], name, exc)
+                log.warning("closing a %s client failed: %s: %s", found[0], name, exc)
 
     async def abandon(self) -> None:
         """Release the clients of a closed loop from another loop: their sessions are
@@ -143,6 +156,16 @@ async def close_clients(kind: str | None = None) -> None:
     else:
         async with state.lock:
             await state.close(kind)
+
+
+async def close_client(kind: str, key: Hashable) -> None:
+    """Close the running event loop's ``kind`` client for ``key``, if it has one."""
+    loop = asyncio.get_running_loop()
+    with _registry_lock:
+        state = _loops.get(loop)
+    if state is not None:
+        async with state.lock:
+            await state.close(kind, key)
 
 
 def open_client_count(kind: str | None = None) -> int:
