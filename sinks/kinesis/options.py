@@ -19,6 +19,7 @@ from asyncsink.aws.credentials import AwsCredentialOptions, AwsIdentity
 from asyncsink.encoding.options import JsonOptions
 from asyncsink.errors import OptionError
 from asyncsink.options import SinkOptions, option, spark_name
+from asyncsink.policies.ordering import KeyOrder, Ordering, key_reader
 
 __all__ = [
     "DEFAULT_MAX_RECORD_BYTES",
@@ -120,6 +121,12 @@ class KinesisOptions(AwsCredentialOptions, JsonOptions):
         doc="Field holding an explicit hash key, a decimal integer in [0, 2^128), that picks "
         "the shard instead of the hash of the partition key.",
     )
+    ordered: bool = option(
+        False,
+        doc="Deliver the records of one partition key in input order, one at a time per key "
+        "(see [Change data capture](../cdc.md)). Needs partitionKeyField, partitionKey or "
+        "partitionKeyFn.",
+    )
     payload_field: str | None = option(
         None,
         doc="Field whose value is the record's data: bytes as they are, text as UTF-8. By "
@@ -168,6 +175,10 @@ class KinesisOptions(AwsCredentialOptions, JsonOptions):
         self._check_stream()
         self._check_aws_credentials()
         self._check_partition_key()
+        if self.ordered and self.resolved_partition_key_mode in ("random", "hash"):
+            raise OptionError(
+                "ordered", True, "set with partitionKeyField, partitionKey or partitionKeyFn"
+            )
         if self.region is not None and not _REGION.match(self.region):
             raise OptionError("region", self.region, "a region name like us-east-1")
         if self.endpoint_url is not None:
@@ -278,8 +289,25 @@ class KinesisOptions(AwsCredentialOptions, JsonOptions):
         }
 
     def check_core(self, core: SinkOptions) -> None:
-        """Refuse core options above a PutRecords limit (see ``sink_options_for_kinesis``)."""
+        """Refuse core options above a PutRecords limit (see ``sink_options_for_kinesis``),
+        and ``orderingKey`` with ``ordered``, which orders by the partition key."""
+        if self.ordered and core.ordering_key:
+            raise OptionError(
+                "orderingKey", core.ordering_key, "unset: ordered=true orders by the partition key"
+            )
         sink_options_for_kinesis(self, core)
+
+    def ordering(self) -> Ordering | None:
+        """With ``ordered``: ordering by the partition key, as each record gets it."""
+        if not self.ordered:
+            return None
+        mode = self.resolved_partition_key_mode
+        if mode == "field":
+            return KeyOrder(key_reader(self.key_fields))
+        fn, fixed = self.partition_key_fn, self.partition_key
+        if mode == "fn" and fn is not None:
+            return KeyOrder(lambda elements: [fn(element) for element in elements])
+        return KeyOrder(lambda elements: [fixed] * len(elements))
 
     @property
     def stream(self) -> str:

@@ -98,7 +98,9 @@ class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
         call_log: CallLog | None = None,
         client: Any = None,
     ) -> None:
-        super().__init__(options=_sink_options(kinesis, options), call_log=call_log)
+        super().__init__(
+            options=_sink_options(kinesis, options), call_log=call_log, ordering=kinesis.ordering()
+        )
         self.kinesis = kinesis
         self._convert = RecordConverter(kinesis)
         self._given_client = client

@@ -993,3 +993,63 @@ def test_a_connection_dropped_after_the_request_left_may_have_stored_it() -> Non
         assert error is not None
         error.__cause__ = EndpointConnectionError(endpoint_url=url, error=cause)
         assert writer.may_have_landed(error) is landed
+
+
+# ---------------------------------------------------------------------------- ordered
+
+
+class SlowFirstKinesis(FakeKinesis):
+    """Fails each record the first time it is sent, so every record is retried."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: set[bytes] = set()
+        self.stored: list[tuple[str, bytes]] = []
+
+    async def put_records(self, **params: Any) -> dict[str, Any]:
+        self.requests.append(params)
+        out = []
+        for i, record in enumerate(params["Records"]):
+            if record["Data"] in self.seen:
+                self.stored.append((record["PartitionKey"], record["Data"]))
+                out.append({"SequenceNumber": str(i), "ShardId": "shardId-000000000000"})
+            else:
+                self.seen.add(record["Data"])
+                out.append({"ErrorCode": "ProvisionedThroughputExceededException",
+                            "ErrorMessage": "slow down"})  # fmt: skip
+        await asyncio.sleep(random.random() / 100)
+        return {"FailedRecordCount": sum("ErrorCode" in r for r in out), "Records": out}
+
+
+async def test_ordered_delivers_each_partition_keys_records_in_order() -> None:
+    client = SlowFirstKinesis()
+    options = SinkOptions(max_batch_size=7, initial_backoff_ms=1, max_backoff_ms=2,
+                          max_time_in_buffer_ms=1, max_retries=20)  # fmt: skip
+    kinesis = KinesisOptions(stream_name="events", partition_key_field="user", ordered=True)
+    writer = KinesisWriter(kinesis, options=options, client=client)
+    rows = [{"user": f"u{i % 3}", "n": i} for i in range(60)]
+    async with writer:
+        await writer.write_all(rows)
+    for user in ("u0", "u1", "u2"):
+        ns = [orjson.loads(data)["n"] for key, data in client.stored if key == user]
+        assert ns == sorted(ns) and len(ns) == 20
+    assert all(len({r["PartitionKey"] for r in req["Records"]}) == len(req["Records"])
+               for req in client.requests)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"ordered": True}, "ordered"),
+        ({"ordered": True, "partition_key_mode": "random"}, "ordered"),
+    ],
+)
+def test_ordered_needs_a_partition_key_to_order_by(options: dict[str, Any], named: str) -> None:
+    with pytest.raises(OptionError, match=named):
+        KinesisOptions(stream_name="events", **options)
+
+
+def test_ordered_and_ordering_key_together_are_refused() -> None:
+    with pytest.raises(OptionError, match="orderingKey"):
+        create_writer({"streamName": "e", "partitionKeyField": "u", "ordered": "true",
+                       "orderingKey": "u"})  # fmt: skip
