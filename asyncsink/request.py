@@ -98,6 +98,9 @@ class SubmitResult:
     or a count of its error codes), for the writer's messages: the cause a
     ``DeliveryError`` shows when they run out of retries.
     ``detail``: anything to keep in the call's record (see ``recorded_results``).
+    ``stale``: indices of entries the destination refused because it holds a newer
+    version of them (a versioned write); they count as delivered, and as
+    ``skipped_stale``, and are never retried.
     """
 
     retry: Sequence[int] = ()
@@ -106,6 +109,7 @@ class SubmitResult:
     retry_after: float | None = None
     detail: Any = None
     reason: str | None = None
+    stale: Sequence[int] = ()
 
 
 def as_result(answer: object, entries: Sequence[object]) -> SubmitResult:
@@ -124,7 +128,7 @@ def as_result(answer: object, entries: Sequence[object]) -> SubmitResult:
     if answer is None:
         return _ALL_OK
     if isinstance(answer, SubmitResult):
-        if _is_empty(answer.retry) and _is_empty(answer.rejected):
+        if _is_empty(answer.retry) and _is_empty(answer.rejected) and _is_empty(answer.stale):
             # Nothing to retry, nothing rejected (an empty list or tuple says so too).
             if isinstance(answer.rejected, Mapping):
                 return answer
@@ -172,8 +176,18 @@ def _checked(result: SubmitResult, count: int) -> SubmitResult:
             f"SubmitResult names entry {min(both)} both to retry and as rejected "
             "(an entry is either sent again or a bad record)"
         )
+    stale = _indexes(result.stale, count, "stale")
+    twice = set(stale).intersection(retry, refused)
+    if twice:
+        raise TypeError(
+            f"SubmitResult names entry {min(twice)} as stale and to retry or as rejected "
+            "(a stale entry is settled)"
+        )
     return dataclasses.replace(
-        result, retry=retry, rejected=dict(zip(refused, rejected.values(), strict=True))
+        result,
+        retry=retry,
+        rejected=dict(zip(refused, rejected.values(), strict=True)),
+        stale=stale or result.stale,
     )
 
 

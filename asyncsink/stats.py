@@ -107,8 +107,11 @@ class WriterStatistics:
     the destination), ``skipped`` (already delivered by an earlier attempt, per the call
     log), ``dead_lettered``, ``failed`` (out of retries, or in a request that failed
     fatally) or is still ``buffered`` / ``in_flight`` (a request sent, or one without an
-    answer being looked up). ``window`` (the AIMD window, in entries) and ``in_flight_limit`` (the
-    requests allowed in flight, adapted to their latency) are the limits when the
+    answer being looked up). ``skipped_stale`` counts the delivered entries the
+    destination had superseded: a versioned write it refused because it holds a newer
+    version (the Elasticsearch sink's ``versionField``); they changed nothing.
+    ``window`` (the AIMD window, in entries) and ``in_flight_limit`` (the requests
+    allowed in flight, adapted to their latency) are the limits when the
     snapshot was taken; a sum of writers (a job's, a batch's) keeps the largest of each,
     since a limit holds per writer and the writers of a job need not run at once.
     ``timeouts`` counts requests the writer gave up on after ``requestTimeoutMs``; one a
@@ -120,6 +123,7 @@ class WriterStatistics:
     written: int = 0
     delivered: int = 0
     skipped: int = 0
+    skipped_stale: int = 0
     dead_lettered: int = 0
     failed: int = 0
     retried: int = 0
@@ -249,6 +253,7 @@ class Tally:
 
     COUNTED = (
         "delivered",
+        "skipped_stale",
         "retried",
         "bytes_sent",
         "requests",

@@ -62,6 +62,8 @@ INSTRUMENTS: tuple[Instrument, ...] = (
              "Entries put back for another attempt (one per attempt)."),
     _counter("asyncsink.entries.skipped", "{entry}", "skipped",
              "Entries not sent, as an earlier attempt or run delivered them."),
+    _counter("asyncsink.entries.skipped_stale", "{entry}", "skipped_stale",
+             "Delivered entries the destination already held a newer version of."),
     _counter("asyncsink.entries.dead_lettered", "{entry}", "dead_lettered",
              "Bad records handed to the dead-letter target."),
     _counter("asyncsink.entries.failed", "{entry}", "failed",

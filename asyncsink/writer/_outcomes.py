@@ -72,6 +72,7 @@ class Outcomes(Generic[E]):
             acked = [seq for i, seq in enumerate(seqs) if i not in retry and i not in rejected]
         counts = self.tally.counts
         counts["delivered"] += len(acked)
+        counts["skipped_stale"] += len(result.stale)
         counts["bytes_sent"] += run.size
         self.retry.forget(acked)
         self.retry.forget([seqs[index] for index in rejected])

@@ -10,7 +10,10 @@ between them as the body is joined::
     {"user":"ada","n":1}
 
 The fixed ``index`` is not repeated in each action line: it is in the request path
-(``/{index}/_bulk``), as is the ``pipeline`` (``?pipeline=...``).
+(``/{index}/_bulk``), as is the ``pipeline`` (``?pipeline=...``). With ``versionField``,
+an ``index`` or ``delete`` action line carries the row's version::
+
+    {"delete":{"_id":"42","version":17,"version_type":"external"}}
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from asyncsink.encoding import JsonEntryEncoder
 from asyncsink.entries.arrow_rows import ArrowRows
 from asyncsink.entries.rows import fields_of
 
-from .options import ElasticsearchOptions
+from .options import OPERATIONS, ElasticsearchOptions
 
 __all__ = ["ID_SIZE_ALLOWANCE", "BulkEntry", "EntryBuilder", "bulk_body", "document_id"]
 
@@ -53,6 +56,8 @@ class BulkEntry(NamedTuple):
     body: bytes | None
     source: bytes
     size: int
+    op: str = ""
+    """The entry's operation, when each row names its own (``operationField``)."""
 
 
 @functools.lru_cache(maxsize=256)
@@ -160,7 +165,18 @@ class EntryBuilder:
         self._index_field = options.index_field
         self._id_field = options.id_field
         self._routing_field = options.routing_field
-        self._plain = not (self._index_field or self._id_field or self._routing_field)
+        self._op_field = options.operation_field
+        self._version_field = options.version_field
+        self._version_type = options.version_type
+        self._exclude = frozenset(options.excluded_fields)
+        self._plain = not (
+            self._index_field
+            or self._id_field
+            or self._routing_field
+            or self._op_field
+            or self._version_field
+            or self._exclude
+        )
         self._head = b'{"%s":{"_id":"' % self._op_key
         self._plain_tail = b'"}}'
         self._auto_ids = options.auto_ids
@@ -171,9 +187,10 @@ class EntryBuilder:
     def __call__(self, element: Any) -> BulkEntry:
         if self._plain:
             source = self._encode(element)
-            return self._entry(self._head, self._plain_tail, source)
+            return self._entry(self._head, self._plain_tail, source, self._op)
         row = as_mapping(element)
-        meta: dict[str, str] = {}
+        op = self._op if self._op_field is None else _operation(row, self._op_field)
+        meta: dict[str, Any] = {}
         if self._id_field is not None:
             doc_id = _text(row, self._id_field, "idField")
             if doc_id is None:
@@ -194,13 +211,19 @@ class EntryBuilder:
             routing = _text(row, self._routing_field, "routingField")
             if routing is not None:
                 meta["routing"] = routing
+        if self._version_field is not None:
+            meta["version"] = _version(row, self._version_field, op)
+            meta["version_type"] = self._version_type
         source = self._encode(row)
+        doc = None
+        if self._exclude and op != "delete":
+            doc = self._encode({k: v for k, v in row.items() if k not in self._exclude})
         if "_id" in meta or self._auto_ids:
-            return self._entry(orjson.dumps({self._op: meta}), b"", source)
+            return self._entry(orjson.dumps({op: meta}), b"", source, op, doc)
         if not meta:
-            return self._entry(self._head, self._plain_tail, source)
+            return self._entry(self._head, self._plain_tail, source, op, doc)
         inner = orjson.dumps(meta)[1:-1]
-        return self._entry(self._head, b'",' + inner + b"}}", source)
+        return self._entry(self._head, b'",' + inner + b"}}", source, op, doc)
 
     def build_all(self, elements: Sequence[Any]) -> list[BulkEntry] | None:
         """The entries of the rows of an Arrow record batch (``ArrowRows``) with derived
@@ -212,19 +235,53 @@ class EntryBuilder:
         """
         if not self._plain or not isinstance(elements, ArrowRows):
             return None
-        head, tail, entry = self._head, self._plain_tail, self._entry
-        return [entry(head, tail, source) for source in self._encode.encode_all(elements)]
+        head, tail, entry, op = self._head, self._plain_tail, self._entry, self._op
+        return [entry(head, tail, source, op) for source in self._encode.encode_all(elements)]
 
-    def _entry(self, head: bytes, tail: bytes, source: bytes) -> BulkEntry:
-        op = self._op
+    def _entry(
+        self, head: bytes, tail: bytes, source: bytes, op: str, doc: bytes | None = None
+    ) -> BulkEntry:
+        """``doc``: the document, when it is not the whole row (``excludeFields``)."""
+        document = source if doc is None else doc
         body: bytes | None
         if op == "index" or op == "create":
-            body = source
+            body = document
         elif op == "update":
-            body = b'{"doc":' + source + b',"doc_as_upsert":true}'
+            body = b'{"doc":' + document + b',"doc_as_upsert":true}'
         else:
             body = None
         size = len(head) + len(tail) + 1 + (len(body) + 1 if body is not None else 0)
         if tail:
             size += ID_SIZE_ALLOWANCE
-        return BulkEntry(head, tail, body, source, size)
+        return BulkEntry(head, tail, body, source, size, op if self._op_field else "")
+
+
+def _operation(row: Mapping[str, Any], name: str) -> str:
+    """The operation a row names in field ``name`` (``operationField``)."""
+    value = _lookup(row, name)
+    if isinstance(value, str) and value in OPERATIONS:
+        return value
+    shown = "null" if value is None else repr(value)[:60]
+    raise ValueError(
+        f"field {name!r} (operationField) holds {shown}, not one of 'index', 'create', "
+        "'update' or 'delete'"
+    )
+
+
+_MAX_VERSION = 2**63 - 1
+
+
+def _version(row: Mapping[str, Any], name: str, op: str) -> int:
+    """The version a row holds in field ``name`` (``versionField``), for operation ``op``."""
+    if op not in ("index", "delete"):
+        raise ValueError(
+            f"operation {op!r} takes no version (versionField): Elasticsearch versions only "
+            "'index' and 'delete'; send 'index' to replace the whole document"
+        )
+    value = _lookup(row, name)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _MAX_VERSION:
+        return value
+    shown = "null" if value is None else f"{value!r}"[:60]
+    raise ValueError(
+        f"field {name!r} (versionField) holds {shown}, not an integer from 0 to 2^63-1"
+    )

@@ -24,13 +24,16 @@ from ..web.options import ClientCertOptions, ClientOptions, SigningOptions, chec
 __all__ = ["ElasticsearchOptions", "Operation"]
 
 Operation = Literal["index", "create", "update", "delete"]
+VersionType = Literal["external", "external_gte"]
+OPERATIONS: tuple[str, ...] = ("index", "create", "update", "delete")
 
 # What Elasticsearch refuses in the name of an index (or of an alias or data stream):
 # these characters and control characters anywhere, and these first characters.
 _NOT_IN_INDEX = re.compile(r'[\\/*?"<>|, #:\x00-\x1f]')
 _NOT_FIRST_IN_INDEX = ("_", "-", "+")
 _FIELD_OPTIONS = (("index_field", "indexField"), ("id_field", "idField"),
-                  ("routing_field", "routingField"))  # fmt: skip
+                  ("routing_field", "routingField"), ("version_field", "versionField"),
+                  ("operation_field", "operationField"))  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
@@ -78,6 +81,30 @@ class ElasticsearchOptions(ClientOptions, SigningOptions, ClientCertOptions, Jso
     )
     routing_field: str | None = option(
         None, doc="Field holding each document's custom routing value (a string or an integer)."
+    )
+    operation_field: str | None = option(
+        None,
+        doc="Field holding each row's bulk operation: 'index', 'create', 'update' or "
+        "'delete'. One stream then carries inserts, updates and deletes. Needs idField; "
+        "replaces the operation option. See [Operations](#operations).",
+    )
+    version_field: str | None = option(
+        None,
+        doc="Field holding each document's version (an integer from 0). Index and "
+        "delete operations send it with versionType, so an older change never "
+        "overwrites a newer one. See [Versioned writes](#versioned-writes).",
+    )
+    version_type: VersionType | None = option(
+        None,
+        doc="How versionField is compared: 'external' (the default with versionField: "
+        "a write needs a higher version than the stored one) or 'external_gte' (higher "
+        "or equal). Only with versionField.",
+    )
+    exclude_fields: str | Sequence[str] | None = option(
+        None,
+        kind="object",
+        doc="Comma-separated top-level fields kept out of each document's _source, "
+        "such as the id, version, routing or operation fields.",
     )
     pipeline: str | None = option(
         None, doc="Ingest pipeline every indexed or created document goes through."
@@ -152,6 +179,7 @@ class ElasticsearchOptions(ClientOptions, SigningOptions, ClientCertOptions, Jso
             )
         self._check_tls()
         self._check_auto_ids()
+        self._check_versions()
 
     def _set(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)
@@ -164,6 +192,15 @@ class ElasticsearchOptions(ClientOptions, SigningOptions, ClientCertOptions, Jso
             self._set("hosts", tuple(h.strip().rstrip("/") for h in hosts if h.strip()))
         if isinstance(self.operation, str):
             self._set("operation", self.operation.strip().lower())
+        if isinstance(self.version_type, str):
+            self._set("version_type", self.version_type.strip().lower() or None)
+        excluded = self.exclude_fields
+        if excluded is None:
+            excluded = ()
+        if isinstance(excluded, str):
+            excluded = excluded.split(",")
+        if isinstance(excluded, Sequence) and all(isinstance(name, str) for name in excluded):
+            self._set("exclude_fields", tuple(n.strip() for n in excluded if n.strip()))
         version = self.compatibility_version
         if isinstance(version, str):
             text = version.strip()
@@ -249,6 +286,68 @@ class ElasticsearchOptions(ClientOptions, SigningOptions, ClientCertOptions, Jso
                 message=f"option 'autoIds' needs operation 'index' or 'create' "
                 f"({self.operation!r} names documents by id)",
             )
+
+    def _check_versions(self) -> None:
+        if not isinstance(self.exclude_fields, tuple):
+            kind = f"<{type(self.exclude_fields).__name__}>"
+            raise OptionError("excludeFields", kind, "comma-separated field names")
+        if self.operation_field is not None:
+            if self.id_field is None:
+                raise OptionError(
+                    "operationField",
+                    self.operation_field,
+                    "a field name, with idField",
+                    message="option 'operationField' needs option 'idField': updates and "
+                    "deletes name their documents by id",
+                )
+            if self.operation != "index":
+                raise OptionError(
+                    "operation",
+                    self.operation,
+                    "no operation with operationField",
+                    message="options 'operation' and 'operationField' contradict each other: "
+                    "the operation comes from the option or from each row",
+                )
+        if self.version_field is None:
+            if self.version_type is not None:
+                raise OptionError(
+                    "versionType",
+                    self.version_type,
+                    "versionType only with versionField",
+                    message="option 'versionType' needs option 'versionField': the field "
+                    "that holds each document's version",
+                )
+            return
+        if self.version_type is None:
+            self._set("version_type", "external")
+        if self.auto_ids:
+            raise OptionError(
+                "versionField",
+                self.version_field,
+                "no versionField with autoIds",
+                message="options 'versionField' and 'autoIds' contradict each other: "
+                "versions are kept per document id",
+            )
+        if self.operation in ("create", "update"):
+            raise OptionError(
+                "versionField",
+                self.version_field,
+                "operation 'index' or 'delete' with it",
+                message=f"option 'versionField' needs operation 'index' or 'delete': "
+                f"Elasticsearch takes no external version with {self.operation!r}",
+            )
+
+    @property
+    def excluded_fields(self) -> tuple[str, ...]:
+        """The fields kept out of ``_source`` (``excludeFields``)."""
+        excluded = self.exclude_fields
+        assert isinstance(excluded, tuple)  # normalised in __post_init__
+        return excluded
+
+    @property
+    def versioned(self) -> bool:
+        """Whether documents carry a version (``versionField``)."""
+        return self.version_field is not None
 
     def _check_auth(self) -> None:
         self._check_credentials(

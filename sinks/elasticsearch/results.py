@@ -19,6 +19,8 @@ Bulk items, by status (item *i* is document *i*):
 
 - 2xx: delivered; also a ``create`` answered 409 (the document is already there) and a
   ``delete`` answered 404 (there is nothing to delete).
+- 409 to a versioned ``index`` or ``delete`` (``versionField``): the index holds this
+  version or a newer one. Delivered, and counted as ``skipped_stale``: never retried.
 - 429: retried, and the writer slows down; 408, 409 (a concurrent change) and 5xx: retried.
 - 401 or 403 (no privilege on that index) and 404 ``index_not_found_exception``: the
   request fails with ``FatalError``, since every other document would fail the same way.
@@ -136,15 +138,18 @@ def error_for_response(
 
 def read_bulk_items(
     content: bytes,
-    operation: str,
+    operation: str | None,
     count: int,
     redact: Redactor,
     *,
     retry_after: float | None = None,
     hints: Mapping[int, str] | None = None,
+    versioned: bool = False,
 ) -> SubmitResult | None:
     """Per-document outcomes of a 2xx ``_bulk`` answer for ``count`` documents: ``None``
-    when every one was delivered, else the documents to retry and to reject.
+    when every one was delivered, else the documents to retry and to reject, and those
+    a newer version had superseded (``stale``). ``operation`` ``None``: each item's own
+    (``operationField``); ``versioned``: index and delete operations carried a version.
 
     Raises:
         RetryableError: the answer is not JSON (cut short on the way?).
@@ -160,12 +165,17 @@ def read_bulk_items(
     assert items is not None  # required
     retry: list[int] = []
     rejected: dict[int, str] = {}
+    stale: list[int] = []
     throttled = False
     for index, status in enumerate(items.statuses):
         if 200 <= status <= 299:
             continue
-        if (status == 409 and operation == "create") or (status == 404 and operation == "delete"):
+        op = operation or _operation_of(items.raw[index])
+        if (status == 409 and op == "create") or (status == 404 and op == "delete"):
             continue  # already there / nothing to delete: the operation's aim holds
+        if status == 409 and versioned and op in ("index", "delete"):
+            stale.append(index)  # the index holds this version or a newer one
+            continue
         result = items.body(index)
         error = result.get("error")
         if status == 429:
@@ -191,7 +201,7 @@ def read_bulk_items(
         else:
             rejected[index] = f"HTTP {status} {_describe(error, redact)}".rstrip()
     if not retry and not rejected:
-        return None
+        return SubmitResult(stale=stale) if stale else None
     reason = None
     if retry:  # the first to retry, for the message of a DeliveryError
         one = retry[0]
@@ -203,7 +213,13 @@ def read_bulk_items(
         throttled=throttled,
         retry_after=retry_after,
         reason=reason.rstrip() if reason else None,
+        stale=stale,
     )
+
+
+def _operation_of(item: Any) -> str:
+    """The operation an item answers: the key of its one-key wrapper."""
+    return next(iter(item), "") if isinstance(item, Mapping) and len(item) == 1 else ""
 
 
 def held_by_mget(

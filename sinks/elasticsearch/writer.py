@@ -47,6 +47,11 @@ class ElasticsearchWriter(HttpClientWriter[Any, BulkEntry]):
     call records). With derived ids, a call an earlier attempt left unfinished is settled
     by asking the index which of its documents it holds (``_mget``) instead of re-sending.
 
+    With ``versionField``, each index and delete carries the row's version, and a 409
+    answer to one means the index holds that version or a newer one: the document counts
+    as delivered and as ``skipped_stale``, and is not retried. Order then does not
+    matter: the newest version wins, and a deleted document stays deleted.
+
     Only the documents that failed are retried (429 items throttle the writer); documents
     Elasticsearch refuses (mapping errors) are bad records: the task fails naming their
     position, or they go to the ``deadLetter`` target. Authentication, authorization and
@@ -86,7 +91,8 @@ class ElasticsearchWriter(HttpClientWriter[Any, BulkEntry]):
         self.es = es
         self._build = EntryBuilder(es)
         self._hosts = HostPool(es.host_urls)
-        self._operation = es.operation
+        # None: each item answers the operation its row named (``operationField``).
+        self._operation = es.operation if es.operation_field is None else None
         path = "/_bulk" if es.index_field else f"/{quote(es.index or '', safe='')}/_bulk"
         if es.pipeline:
             path += "?pipeline=" + quote(es.pipeline, safe="")
@@ -177,6 +183,7 @@ class ElasticsearchWriter(HttpClientWriter[Any, BulkEntry]):
             self._redact,
             retry_after=parse_retry_after(answer.headers.get("retry-after")),
             hints=self._hints,
+            versioned=self.es.versioned,
         )
 
     async def reconcile(self, call: CallInfo) -> Collection[int] | None:

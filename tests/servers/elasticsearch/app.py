@@ -274,8 +274,11 @@ class EsApp:
 
     async def _delay_and_authenticate(self, request: HttpRequest) -> None:
         faults = self._faults
-        if faults.latency_ms:
-            await asyncio.sleep(faults.latency_ms / 1000)
+        delay = faults.latency_ms
+        if faults.latency_jitter_ms:
+            delay += self._rng.random() * faults.latency_jitter_ms
+        if delay:
+            await asyncio.sleep(delay / 1000)
         if faults.require_auth is not None:
             _check_auth(request, faults.require_auth)
 

@@ -26,7 +26,9 @@ _RATES = (
 class EsFaults:
     """Faults the Elasticsearch test endpoint injects; the default injects none.
 
-    Every non-control request first waits ``latency_ms``, then must carry the
+    Every non-control request first waits ``latency_ms``, plus a random share of
+    ``latency_jitter_ms`` (uniform, drawn per request), so that requests sent together
+    are applied and answered out of order; then it must carry the
     ``Authorization`` header ``require_auth`` (e.g. ``"ApiKey abc"``) if that is set, or gets
     401. The other faults touch only the data endpoints, ``_bulk`` and ``_mget``, in this
     order:
@@ -54,6 +56,7 @@ class EsFaults:
     """
 
     latency_ms: float = 0.0
+    latency_jitter_ms: float = 0.0
     item_throttle_rate: float = 0.0
     item_unavailable_rate: float = 0.0
     request_throttle_rate: float = 0.0
@@ -70,8 +73,10 @@ class EsFaults:
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"EsFaults.{name} must be within [0, 1], got {value!r}")
-        if not (math.isfinite(self.latency_ms) and self.latency_ms >= 0):
-            raise ValueError(f"EsFaults.latency_ms must be >= 0, got {self.latency_ms!r}")
+        for name in ("latency_ms", "latency_jitter_ms"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"EsFaults.{name} must be >= 0, got {value!r}")
         if not (math.isfinite(self.hang_s) and self.hang_s > 0):
             raise ValueError(f"EsFaults.hang_s must be > 0, got {self.hang_s!r}")
         statuses = tuple(int(status) for status in self.fail_statuses)

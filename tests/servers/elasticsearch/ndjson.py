@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 import orjson
 
 from .errors import EsRequestError, raise_validation
+from .versions import version_problem
 
 __all__ = ["BulkOp", "parse_bulk"]
 
@@ -81,6 +82,10 @@ def parse_bulk(body: bytes, default_index: str | None) -> list[BulkOp]:
             or op == "update"
         ):
             index, doc_id = _check_op(op, index, doc_id, source, problems)
+        if "version" in meta or "version_type" in meta:
+            problem = version_problem(op, meta)
+            if problem is not None:
+                problems.append(problem)
         ops.append((op, index, doc_id, meta, source, raw))
     raise_validation(problems)
     return ops

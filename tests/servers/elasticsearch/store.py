@@ -26,6 +26,7 @@ from .errors import (
 )
 from .mapping import MARKER_FIELD, index_name_problem, mapping_problem
 from .ndjson import parse_bulk
+from .versions import conflict_reason, next_version
 
 __all__ = ["EsStore"]
 
@@ -57,6 +58,7 @@ class _Index:
         "seq_no",
         "auto_sources",
         "duplicate_sources",
+        "tombstones",
     )
 
     def __init__(self, name: str) -> None:
@@ -69,6 +71,11 @@ class _Index:
         self.seq_no = -1
         self.auto_sources: dict[bytes, int] = {}
         self.duplicate_sources = 0
+        self.tombstones: dict[str, int] = {}  # deleted id -> its version (see .versions)
+
+    def current_version(self, doc_id: str, old: _Doc | None) -> int | None:
+        """The id's version: its live document's, else its tombstone's."""
+        return old[1] if old is not None else self.tombstones.get(doc_id)
 
     def next_seq_no(self) -> int:
         self.seq_no += 1
@@ -213,8 +220,12 @@ class EsStore:
             conflict = _concurrency_conflict(idx, doc_id, old, meta)
             if conflict is not None:
                 return _render(op, conflict)
+        version = next_version(idx.current_version(doc_id, old), meta)
+        if version is None:
+            return _render(op, _version_conflict(idx, doc_id, old, meta))
         if old is None:
-            version, result, status = 1, "created", 201
+            result, status = "created", 201
+            idx.tombstones.pop(doc_id, None)
         elif op == "create":
             reason = (
                 f"[{doc_id}]: version conflict, document already exists "
@@ -224,7 +235,7 @@ class EsStore:
                 op, idx.failure(doc_id, 409, "version_conflict_engine_exception", reason)
             )
         else:
-            version, result, status = old[1] + 1, "updated", 200
+            result, status = "updated", 200
             self.duplicate_applications += 1
         idx.seq_no += 1
         seq_no = idx.seq_no
@@ -262,7 +273,7 @@ class EsStore:
             if merged is None:
                 reason = f"[{doc_id}]: document missing"
                 return idx.failure(doc_id, 404, "document_missing_exception", reason)
-            version, result, status = 1, "created", 201
+            version, result, status = idx.tombstones.pop(doc_id, 0) + 1, "created", 201
         else:
             current = orjson.loads(old[0])
             merged = _merge(current, doc) if type(doc) is dict else current
@@ -288,11 +299,15 @@ class EsStore:
         conflict = _concurrency_conflict(idx, doc_id, old, meta)
         if conflict is not None:
             return conflict
+        version = next_version(idx.current_version(doc_id, old), meta)
+        if version is None:
+            return _version_conflict(idx, doc_id, old, meta)
         seq_no = idx.next_seq_no()
+        idx.tombstones[doc_id] = version
         if old is None:
-            return idx.success(doc_id, 1, "not_found", seq_no, 404)
+            return idx.success(doc_id, version, "not_found", seq_no, 404)
         idx.remove(doc_id)
-        return idx.success(doc_id, old[1] + 1, "deleted", seq_no, 200)
+        return idx.success(doc_id, version, "deleted", seq_no, 200)
 
     def _index_for_write(self, name: str) -> _Index | str:
         idx = self.indices.get(name)
@@ -459,6 +474,15 @@ def _concurrency_conflict(
         f"[{doc_id}]: version conflict, required seqNo [{want_seq}], "
         f"primary term [{want_term}]. {held}"
     )
+    return idx.failure(doc_id, 409, "version_conflict_engine_exception", reason)
+
+
+def _version_conflict(
+    idx: _Index, doc_id: str, old: _Doc | None, meta: dict[str, Any]
+) -> dict[str, Any]:
+    current = idx.current_version(doc_id, old)
+    assert current is not None  # a first write is never refused
+    reason = conflict_reason(doc_id, current, meta)
     return idx.failure(doc_id, 409, "version_conflict_engine_exception", reason)
 
 
