@@ -168,7 +168,7 @@ class HttpClientWriter(AsyncSinkWriter[InputT, EntryT]):
         try:
             return await super().__aenter__()
         except BaseException:
-            await self._release()
+            await self._release_transport()
             raise
 
     async def __aexit__(
@@ -180,9 +180,9 @@ class HttpClientWriter(AsyncSinkWriter[InputT, EntryT]):
         try:
             await super().__aexit__(exc_type, exc, tb)
         finally:
-            await self._release()
+            await self._release_transport()
 
-    async def _release(self) -> None:
+    async def _release_transport(self) -> None:
         transport, owned = self._web, self._owns_web
         self._web, self._owns_web = None, False
         try:
