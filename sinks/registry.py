@@ -32,3 +32,9 @@ register_sink(
     "asyncsink.sinks.elasticsearch:ElasticsearchOptions",
     install_hint="pip install asyncsink",
 )
+register_sink(
+    "sqs",
+    "asyncsink.sinks.sqs:SqsWriter",
+    "asyncsink.sinks.sqs:SqsOptions",
+    install_hint="pip install asyncsink[aws]",
+)

@@ -28,6 +28,7 @@ BASE: dict[str, dict[str, Any]] = {
     "http": {"url": "http://127.0.0.1:8080/in"},
     "kinesis": {"streamName": "orders", "region": "us-east-1"},
     "elasticsearch": {"hosts": "http://127.0.0.1:9200", "index": "orders"},
+    "sqs": {"queueName": "orders", "region": "us-east-1"},
 }
 WRONG_TYPE = 12345  # a Python int where a string, a boolean or a choice is expected
 WRONG_NUMBER = "lots"  # a string that is no number, where a number is expected
@@ -107,6 +108,11 @@ OUT_OF_RANGE: dict[str, tuple[Any, dict[str, Any]]] = {
     "clientCert": ("/nonexistent/client.pem", {}),
     "clientKey": ("/nonexistent/client.key", {"clientCert": CLIENT_CERT}),
     "clientKeyPassword": ("p\u00e4ss\nword", {"clientCert": CLIENT_CERT}),
+    "queueUrl": ("ftp://sqs.example/1/orders", {"queueName": None}),
+    "queueName": ("orders!", {}),
+    "messageGroupIdField": ("", {}),
+    "messageAttributesFields": (",".join("abcdefghijk"), {}),
+    "bodyField": ("", {}),
     "recordStore": ("mysql://db.example/records", {"sinkId": "fuzz"}),
     "recordStoreScope": ("everywhere", {"sinkId": "fuzz"}),
 }

@@ -13,13 +13,14 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from asyncsink.aws.credentials import AwsCredentialOptions, AwsIdentity
 from asyncsink.encoding.options import JsonOptions
 from asyncsink.errors import OptionError
 from asyncsink.options import SinkOptions, option, spark_name
 from asyncsink.policies.ordering import KeyOrder, Ordering, key_reader
+
+from ..aws.options import check_endpoint_url, check_region
 
 __all__ = [
     "DEFAULT_MAX_RECORD_BYTES",
@@ -58,8 +59,6 @@ KINESIS_SINK_DEFAULTS: Mapping[str, int] = {
 
 PartitionKeyMode = Literal["auto", "field", "fixed", "random", "hash"]
 
-_REGION = re.compile(r"^(?![0-9]+\Z)(?!-)[a-zA-Z0-9-]{1,63}(?<!-)\Z")  # botocore's rule
-_ENDPOINT_RULE = "a URL like https://host[:port], with a port from 1 to 65535"
 _STREAM_NAME = re.compile(r"^[a-zA-Z0-9_.-]{1,128}\Z")
 _STREAM_ARN = re.compile(
     r"^arn:aws[a-z-]*:kinesis:(?P<region>[a-z0-9-]+):\d{12}:stream/(?P<name>[a-zA-Z0-9_.-]{1,128})\Z"
@@ -179,10 +178,10 @@ class KinesisOptions(AwsCredentialOptions, JsonOptions):
             raise OptionError(
                 "ordered", True, "set with partitionKeyField, partitionKey or partitionKeyFn"
             )
-        if self.region is not None and not _REGION.match(self.region):
-            raise OptionError("region", self.region, "a region name like us-east-1")
+        if self.region is not None:
+            check_region(self.region)
         if self.endpoint_url is not None:
-            _check_endpoint_url(self.endpoint_url)
+            check_endpoint_url(self.endpoint_url)
         if self.max_record_size_in_bytes > MAX_RECORD_BYTES:
             raise OptionError(
                 "maxRecordSizeInBytes",
@@ -344,31 +343,6 @@ class KinesisOptions(AwsCredentialOptions, JsonOptions):
     def identity(self) -> AwsIdentity:
         """Whose credentials the writer uses (static keys, the default chain, a role)."""
         return self.aws_identity(self.effective_region)
-
-
-def _check_endpoint_url(url: str) -> None:
-    """Refuse an ``endpointUrl`` botocore could not send to, or one holding credentials.
-
-    Raises:
-        OptionError: naming the option and the rule, with the URL masked.
-    """
-    if "@" in url:
-        raise OptionError(
-            "endpointUrl",
-            url,
-            "a URL without credentials",
-            message="option 'endpointUrl' holds credentials in a URL: give them in "
-            "awsAccessKeyId and awsSecretAccessKey instead",
-        )
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        raise OptionError("endpointUrl", url, _ENDPOINT_RULE) from None
-    if parts.scheme not in ("http", "https") or not parts.hostname or port == 0:
-        raise OptionError("endpointUrl", url, _ENDPOINT_RULE)
-    if parts.query or parts.fragment or any(ch.isspace() for ch in url):
-        raise OptionError("endpointUrl", url, _ENDPOINT_RULE + ", without query")
 
 
 def sink_options_for_kinesis(

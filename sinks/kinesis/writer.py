@@ -24,12 +24,13 @@ from asyncsink.request import CallInfo, SubmitResult, current_call
 from asyncsink.writer import AsyncSinkWriter
 from asyncsink.writer.sink_contract import Reconcile
 
+from ..aws.errors import scrub, shown_cause
 from ..registry import SinkEntry
 from ..web.redact import mask_in_logs, unmask_in_logs
 from .answers import read_put_records
 from .clients import ClientSettings, get_client
 from .converter import KinesisEntry, RecordConverter, as_mapping
-from .errors import MaskedError, never_connected, translate_error
+from .errors import never_connected, translate_error
 from .options import KinesisOptions
 from .options import sink_options_for_kinesis as _sink_options
 from .put_records import install, put_records
@@ -270,25 +271,11 @@ class KinesisWriter(AsyncSinkWriter[Any, KinesisEntry]):
         return error
 
     def _shown_cause(self, exc: BaseException) -> BaseException:
-        """What the writer's error is raised from: ``exc``, unless a credential shows in
-        it or in what it was raised from (an endpoint that echoes the signed request's
-        headers in its error message). Then a stand-in naming ``exc``'s type, with the
-        credentials masked and ``exc``'s traceback, so that no traceback shows them."""
-        texts: list[str] = []
-        current: BaseException | None = exc
-        while current is not None and len(texts) < 20:
-            texts += (str(current), repr(current))
-            current = current.__cause__ or current.__context__
-        if not any(secret in text for text in texts for secret in self._secrets):
-            return exc
-        shown = MaskedError(f"{type(exc).__name__}: {self._scrub(str(exc))}")
-        shown.__suppress_context__ = True
-        return shown.with_traceback(exc.__traceback__)
+        """What the writer's error is raised from (see ``asyncsink.sinks.aws.errors``)."""
+        return shown_cause(exc, self._secrets)
 
     def _scrub(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
+        return scrub(text, self._secrets)
 
     def destination_name(self) -> str:
         """The stream's name."""

@@ -35,7 +35,13 @@ def load(name: str) -> ModuleType:
 
 def test_every_example_has_a_test() -> None:
     programs = {path.stem for path in EXAMPLES.glob("*.py")}
-    tested = {"http_stream", "elasticsearch_backfill", "kinesis_stream", "custom_sink"}
+    tested = {
+        "http_stream",
+        "elasticsearch_backfill",
+        "kinesis_stream",
+        "custom_sink",
+        "sqs_orders",
+    }
     assert programs == tested
 
 
@@ -162,3 +168,45 @@ def test_kinesis_stream_puts_each_row_with_dynamodb_records(
         page = kinesis.get_records(ShardIterator=iterator, Limit=10_000)
         ids.extend(orjson.loads(record["Data"])["id"] for record in page["Records"])
     assert sorted(ids, key=int) == [str(i) for i in range(300)]
+
+
+@pytest.mark.emulator
+def test_sqs_orders_sends_each_order_once_with_its_group_and_kind(
+    spark: Any, tmp_path: Path, moto_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "testing")
+        monkeypatch.setitem(spark.sparkContext.environment, name, "testing")
+    sqs = botocore.session.get_session().create_client(
+        "sqs", region_name="us-east-1", endpoint_url=moto_endpoint,
+        aws_access_key_id="testing", aws_secret_access_key="testing",
+    )  # fmt: skip
+    url = sqs.create_queue(
+        QueueName=f"orders-{uuid.uuid4().hex[:6]}.fifo", Attributes={"FifoQueue": "true"}
+    )["QueueUrl"]
+    example = load("sqs_orders")
+    orders = example.orders_frame(spark, 200)
+    store = f"sqlite://{tmp_path / 'records.db'}"
+    first = example.send(orders, url, "us-east-1", store, 1, moto_endpoint)
+    again = example.send(orders, url, "us-east-1", store, 1, moto_endpoint)
+    assert (first.delivered, again.delivered) == (200, 0)
+    bodies = []
+    for _ in range(100):
+        page = sqs.receive_message(
+            QueueUrl=url,
+            MaxNumberOfMessages=10,
+            MessageAttributeNames=["All"],
+            VisibilityTimeout=300,
+        )
+        if not page.get("Messages"):
+            break
+        bodies += [(orjson.loads(m["Body"]), m["MessageAttributes"]["kind"]["StringValue"])
+                   for m in page["Messages"]]  # fmt: skip
+        sqs.delete_message_batch(QueueUrl=url, Entries=[
+            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+            for i, m in enumerate(page["Messages"])])  # fmt: skip
+    assert sorted(body["order_id"] for body, _ in bodies) == sorted(f"o{i}" for i in range(200))
+    assert all(kind == ("refund" if int(b["order_id"][1:]) % 10 == 0 else "sale")
+               for b, kind in bodies)  # fmt: skip
+    assert {b["order_id"]: b["total"] for b, _ in bodies}["o3"] == 3.75
+    sqs.close()
