@@ -28,6 +28,7 @@ Parked = tuple[int, Any, int]  # (seq, entry, size)
 KeyOf = Callable[[Sequence[Any]], list[Hashable]]
 
 _MISSING: Any = object()
+_UNHASHABLE = (list, dict)  # map and array values: keyed by their text
 
 
 class Ordering(Protocol):
@@ -111,45 +112,49 @@ class KeyOrder:
     def admit(
         self, seqs: Sequence[int], entries: Sequence[Any], sizes: Sequence[int], whole: bool
     ) -> tuple[list[int], list[int]] | None:
-        keys, out, waiting, dead = self._keys, self._out, self._waiting, self._dead
+        key_of, out_of, out = self._keys.get, self._out.get, self._out
+        waiting, dead = self._waiting, self._dead
         leave: list[int] = []
         letters: list[int] = []
         for index, seq in enumerate(seqs):
-            key = keys.get(seq, _MISSING)
+            key = key_of(seq, _MISSING)
             if key is _MISSING:  # not written through this writer (a restored snapshot)
                 leave.append(index)
                 continue
-            owner = out.get(key)
-            if whole or owner == seq or (owner is None and key not in waiting):
-                if key in dead and not whole:
+            owner = out_of(key)
+            if owner is None or owner == seq or whole:
+                if dead and key in dead and not whole:
                     letters.append(index)
                     continue
                 out[key] = seq
                 leave.append(index)
-            else:
-                waiting.setdefault(key, deque()).append((seq, entries[index], sizes[index]))
-                self.parked += 1
+            else:  # a waiting key always has an entry out
+                queue = waiting.get(key)
+                if queue is None:
+                    queue = waiting[key] = deque()
+                queue.append((seq, entries[index], sizes[index]))
+        self.parked += len(seqs) - len(leave) - len(letters)
         if not letters and len(leave) == len(seqs):
             return None
         return leave, letters
 
     def release(self, seqs: Sequence[int]) -> list[Parked]:
-        keys, out, waiting = self._keys, self._out, self._waiting
+        pop_key, out_of, out, waiting = self._keys.pop, self._out.get, self._out, self._waiting
         freed: list[Parked] = []
         for seq in seqs:
-            key = keys.pop(seq, _MISSING)
-            if key is _MISSING or out.get(key) != seq:
+            key = pop_key(seq, _MISSING)
+            if key is _MISSING or out_of(key) != seq:
                 continue
             queue = waiting.get(key)
-            if not queue:
+            if queue is None:
                 del out[key]
                 continue
             head = queue.popleft()
             if not queue:
                 del waiting[key]
-            self.parked -= 1
             out[key] = head[0]
             freed.append(head)
+        self.parked -= len(freed)
         return freed
 
     def dead_lettered(self, seq: int) -> None:
@@ -179,7 +184,9 @@ def key_reader(fields: Sequence[str]) -> KeyOf:
             else [[_field(e, name) for e in elements] for name in names]
         )
         values = columns[0] if len(columns) == 1 else list(zip(*columns, strict=True))
-        return [_hashable(value) for value in values]
+        if any(type(value) in _UNHASHABLE for value in values):
+            return [repr(value) if type(value) in _UNHASHABLE else value for value in values]
+        return values
 
     return key_of
 
@@ -199,12 +206,6 @@ def _field(element: Any, name: str) -> Any:
         return element[name]
     except (KeyError, IndexError, TypeError, ValueError):
         raise OptionError("orderingKey", name, "a field of every row") from None
-
-
-def _hashable(value: Any) -> Hashable:
-    if isinstance(value, list | dict):
-        return repr(value)
-    return value  # type: ignore[no-any-return]
 
 
 def ordering_for(ordering_key: str) -> Ordering:

@@ -27,7 +27,7 @@ from collections.abc import Iterator, Sequence
 from itertools import accumulate, chain
 from typing import Any, Generic, TypeVar, cast
 
-__all__ = ["RequestBuffer", "Run"]
+__all__ = ["RequestBuffer", "Run", "joined"]
 
 E = TypeVar("E")
 
@@ -219,7 +219,7 @@ class RequestBuffer(Generic[E]):
             return None, None
         self.count -= count
         self.bytes -= size
-        return (pieces[0] if len(pieces) == 1 else _joined(pieces, size)), None
+        return (pieces[0] if len(pieces) == 1 else joined(pieces, size)), None
 
     def __iter__(self) -> Iterator[tuple[int, E]]:
         """Every buffered entry with its sequence number, front to back: retry groups,
@@ -229,7 +229,8 @@ class RequestBuffer(Generic[E]):
             yield from zip(chunk.seqs[start:], chunk.entries[start:], strict=True)
 
 
-def _joined(pieces: list[Run[E]], size: int) -> Run[E]:
+def joined(pieces: list[Run[E]], size: int) -> Run[E]:
+    """One run of ``pieces`` (of ``size`` bytes in all), in order."""
     seqs: list[int] = []
     entries: list[E] = []
     sizes: list[int] = []

@@ -46,7 +46,7 @@ from ..stats import Tally, WriterStatistics
 from ..telemetry import NoMetrics, WriterMetrics, sink_attributes, writer_metrics
 from ..telemetry.live import Reading
 from ._ahead import Ahead
-from ._buffer import RequestBuffer, Run
+from ._buffer import RequestBuffer, Run, joined
 from ._intake import Chunks, Intake
 from ._outcomes import Outcome, Outcomes
 from ._recovery import Recovery
@@ -305,7 +305,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         taken = self._intake.one(seq, element)
         self._written += 1  # a bad record is accepted into the dead-letter target
         if taken is None:
-            self._ended((seq,))
+            self._entries_ended((seq,))
             return False
         entry, size = taken
         buffer = self._buffer
@@ -320,7 +320,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
             skipped = self._log.statistics()["skipped"]
             if self._log.admit(seq, entry, size, now):
                 if self._log.statistics()["skipped"] > skipped:
-                    self._ended((seq,))  # delivered before
+                    self._entries_ended((seq,))  # delivered before
                 else:
                     ordering.hold(seq)  # an earlier call's: settled before its key goes on
                 self._take_from_log()
@@ -434,12 +434,9 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
                 )
                 if not send_fresh and not buffer.has_ready_retry(now):
                     break
-                run, pinned = buffer.take(limit, self._max_bytes, now, include_fresh=send_fresh)
+                run, pinned = self._cut(limit, now, send_fresh)
                 if run is None:
                     break
-                run = self._admit(run, pinned is not None)
-                if run is None:
-                    continue  # every entry waits for an earlier one of its key
                 try:
                     call = record_call(self._log, run, pinned, now)
                 except FatalError as fatal:
@@ -461,10 +458,39 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         """Entries accepted and not sent: in the buffer, or held back by the ordering."""
         return self._buffer.count + self._ordering.parked
 
-    def _admit(self, run: Run[EntryT], whole: bool) -> Run[EntryT] | None:
+    def _cut(self, limit: int, now: float, fresh: bool) -> tuple[Run[EntryT] | None, Any]:
+        """The next request's entries, and its call when it is one sent again whole: cut
+        from the buffer and admitted by the ordering. While the ordering holds entries
+        back, more are cut to fill the request."""
+        buffer, max_bytes = self._buffer, self._max_bytes
+        run, pinned = buffer.take(limit, max_bytes, now, include_fresh=fresh)
+        if run is None or pinned is not None:
+            return run, pinned
+        pieces: list[Run[EntryT]] = []
+        count = size = 0
+        while True:
+            admitted = self._admit(run)
+            if admitted is run and not pieces:
+                return run, None  # nothing held back: the common case
+            if admitted is not None:
+                pieces.append(admitted)
+                count, size = count + len(admitted), size + admitted.size
+            if count >= limit or max_bytes - size < self.options.max_record_size_in_bytes:
+                break
+            run, pinned = buffer.take(limit - count, max_bytes - size, now, include_fresh=fresh)
+            if run is None:
+                break
+            if pinned is not None:  # a call to send again whole goes in a request of its own
+                buffer.requeue(run, 0.0, pinned)
+                break
+        if not pieces:
+            return None, None
+        return (pieces[0] if len(pieces) == 1 else joined(pieces, size)), None
+
+    def _admit(self, run: Run[EntryT]) -> Run[EntryT] | None:
         """The part of ``run`` the ordering lets leave now (``None``: none of it); it
         keeps the entries that wait, and the ones that follow a dead letter go there."""
-        admitted = self._ordering.admit(run.seqs, run.entries, run.sizes, whole)
+        admitted = self._ordering.admit(run.seqs, run.entries, run.sizes, False)
         if admitted is None:
             return run
         leave, letters = admitted
@@ -472,7 +498,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
             seq = run.seqs[index]
             reason = "an earlier entry of its orderingKey went to the dead letters"
             self._dead_letters.bad_record(seq, reason, entry=run.entries[index])
-            self._ended((seq,))
+            self._entries_ended((seq,))
         return run.pick(leave) if leave else None
 
     def _next_deadline(self) -> tuple[float | None, bool]:
@@ -567,7 +593,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         if call is not None:
             run = call.run
         if run is not None and not (outcome is not None and (outcome.look_up or outcome.fatal)):
-            self._release(run, outcome.again if outcome is not None else None)
+            self._free_keys(run, outcome.again if outcome is not None else None)
         if outcome is None:
             return
         if outcome.fatal is not None:
@@ -584,16 +610,16 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
                 self._buffer.requeue(outcome.again, outcome.not_before, outcome.pinned)
             self._timer.wake()  # the retry may be due before the timer's deadline
 
-    def _release(self, run: Run[EntryT], again: Run[EntryT] | None) -> None:
+    def _free_keys(self, run: Run[EntryT], again: Run[EntryT] | None) -> None:
         """The entries of ``run`` not sent ``again`` ended: let the entries of their keys
         that waited go next, ahead of the buffer."""
         if again is None:
-            self._ended(run.seqs)
+            self._entries_ended(run.seqs)
         else:
             sent_again = set(again.seqs)
-            self._ended([seq for seq in run.seqs if seq not in sent_again])
+            self._entries_ended([seq for seq in run.seqs if seq not in sent_again])
 
-    def _ended(self, seqs: Sequence[int]) -> None:
+    def _entries_ended(self, seqs: Sequence[int]) -> None:
         """Entries ``seqs`` reached their end: the entries of their keys that waited go
         next, ahead of the buffer."""
         freed = self._ordering.release(seqs)
