@@ -38,3 +38,9 @@ register_sink(
     "asyncsink.sinks.sqs:SqsOptions",
     install_hint="pip install asyncsink[aws]",
 )
+register_sink(
+    "firehose",
+    "asyncsink.sinks.firehose:FirehoseWriter",
+    "asyncsink.sinks.firehose:FirehoseOptions",
+    install_hint="pip install asyncsink[aws]",
+)

@@ -29,6 +29,7 @@ BASE: dict[str, dict[str, Any]] = {
     "kinesis": {"streamName": "orders", "region": "us-east-1"},
     "elasticsearch": {"hosts": "http://127.0.0.1:9200", "index": "orders"},
     "sqs": {"queueName": "orders", "region": "us-east-1"},
+    "firehose": {"deliveryStreamName": "orders", "region": "us-east-1"},
 }
 WRONG_TYPE = 12345  # a Python int where a string, a boolean or a choice is expected
 WRONG_NUMBER = "lots"  # a string that is no number, where a number is expected
@@ -113,6 +114,7 @@ OUT_OF_RANGE: dict[str, tuple[Any, dict[str, Any]]] = {
     "messageGroupIdField": ("", {}),
     "messageAttributesFields": (",".join("abcdefghijk"), {}),
     "bodyField": ("", {}),
+    "deliveryStreamName": ("orders!", {}),
     "recordStore": ("mysql://db.example/records", {"sinkId": "fuzz"}),
     "recordStoreScope": ("everywhere", {"sinkId": "fuzz"}),
 }

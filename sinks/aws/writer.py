@@ -64,11 +64,12 @@ class AwsWriter(AsyncSinkWriter[Any, EntryT]):
         options: SinkOptions | None = None,
         call_log: CallLog | None = None,
         client: Any = None,
+        **kwargs: Any,
     ) -> None:
         if options is None:
             options = SinkOptions(**aws.core_defaults())
         aws.check_core(options)
-        super().__init__(options=options, call_log=call_log)
+        super().__init__(options=options, call_log=call_log, **kwargs)  # ordering=...
         self.aws = aws
         self._given_client = client
         self._client = client

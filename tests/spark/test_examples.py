@@ -41,6 +41,7 @@ def test_every_example_has_a_test() -> None:
         "kinesis_stream",
         "custom_sink",
         "sqs_orders",
+        "firehose_clicks",
     }
     assert programs == tested
 
@@ -210,3 +211,42 @@ def test_sqs_orders_sends_each_order_once_with_its_group_and_kind(
                for b, kind in bodies)  # fmt: skip
     assert {b["order_id"]: b["total"] for b, _ in bodies}["o3"] == 3.75
     sqs.close()
+
+
+@pytest.mark.emulator
+def test_firehose_clicks_lands_each_click_in_s3_as_json_lines(
+    spark: Any, tmp_path: Path, moto_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "testing")
+        monkeypatch.setitem(spark.sparkContext.environment, name, "testing")
+    session = botocore.session.get_session()
+    keys = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+    s3 = session.create_client("s3", region_name="us-east-1", endpoint_url=moto_endpoint, **keys)
+    firehose = session.create_client(
+        "firehose", region_name="us-east-1", endpoint_url=moto_endpoint, **keys
+    )
+    bucket, stream = f"clicks-{uuid.uuid4().hex[:6]}", f"clicks-{uuid.uuid4().hex[:6]}"
+    s3.create_bucket(Bucket=bucket)
+    firehose.create_delivery_stream(
+        DeliveryStreamName=stream,
+        ExtendedS3DestinationConfiguration={
+            "RoleARN": "arn:aws:iam::123456789012:role/firehose",
+            "BucketARN": f"arn:aws:s3:::{bucket}",
+        },
+    )
+    example = load("firehose_clicks")
+    clicks = example.clicks_frame(spark, 300)
+    store = f"sqlite://{tmp_path / 'records.db'}"
+    keys = {"awsAccessKeyId": "testing", "awsSecretAccessKey": "testing"}
+    example.send(clicks, stream, "us-east-1", store, 1, moto_endpoint, **keys)
+    example.send(clicks, stream, "us-east-1", store, 1, moto_endpoint, **keys)  # sends nothing
+    lines = []
+    for item in s3.list_objects_v2(Bucket=bucket).get("Contents", []):
+        lines += s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read().splitlines()
+    clicks_seen = sorted(orjson.loads(line)["click_id"] for line in lines)
+    assert clicks_seen == sorted(f"c{i}" for i in range(300))
+    first = orjson.loads(next(line for line in lines if b'"c1"' in line))
+    assert first["at"] == "2026-11-28T12:00:01.000000Z"  # the JSON contract's instants
+    s3.close()
+    firehose.close()
