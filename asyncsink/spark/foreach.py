@@ -85,13 +85,17 @@ def _chunks_task(spec: SinkSpec, identity: RunIdentity, chunks: Any) -> Partitio
 
 
 def _write(df: Any, spec: SinkSpec, identity: RunIdentity) -> list[PartitionResult]:
+    """Run every partition of ``df`` through the sink. Its Spark jobs carry a tag of their
+    own, so that an interrupt (a notebook's) cancels them (see ``jobs``)."""
     check_workers(df)
     spec.check_master(df)
     check_columns(df.schema)
     chunks_task = partial(_chunks_task, spec, identity)
-    results: list[PartitionResult] = map_partitions_in_arrow(
-        df, chunks_task, as_dicts=spec.reads_mappings, chunked=True
-    )
+    what = identity.describe(spec.durable.sink_id)
+    with cancelled_on_interrupt(df.sparkSession, connect=is_connect(df), what=what):
+        results: list[PartitionResult] = map_partitions_in_arrow(
+            df, chunks_task, as_dicts=spec.reads_mappings, chunked=True
+        )
     return results
 
 
@@ -225,13 +229,11 @@ def foreach_partition(
         _set_keyword(merged, "batchId", str(batch_id), "batch_id")
     spec = _spec(sink, merged, sink_id)
     identity = batch_identity(spec)
-    what = f"job {identity.describe(spec.durable.sink_id)}"
     try:
-        with cancelled_on_interrupt(df.sparkSession, connect=is_connect(df), what=what):
-            results = _write(df, spec, identity)
+        results = _write(df, spec, identity)
     except BaseException:
         drop_failed_run(spec, identity)
         raise
     stats = commit_run(spec, identity, results, completed_by="foreach_partition")
-    log.info("%s: %s", what, stats.summary())
+    log.info("job %s: %s", identity.describe(spec.durable.sink_id), stats.summary())
     return stats

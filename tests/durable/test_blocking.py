@@ -113,12 +113,13 @@ def test_an_interrupt_of_the_waiting_caller_cancels_the_call_and_goes_on() -> No
         threading.Thread(target=interrupt, args=(threading.get_ident(),)).start()
         run_blocking(long_call, name="a long call")
 
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # as a kernel's cell
     loop = asyncio.new_event_loop()
     try:
         with pytest.raises(KeyboardInterrupt):
             loop.run_until_complete(cell())
     finally:
         loop.close()
+        signal.signal(signal.SIGINT, before)  # a SparkContext of the test run installed one
     assert cancelled.is_set()
     assert our_threads() == []
