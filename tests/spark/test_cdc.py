@@ -19,6 +19,8 @@ import pytest
 from asyncsink.spark import foreach_batch
 from asyncsink.testing import Faults, FaultServer
 
+from .test_spark_kinesis import kinesis, stream  # noqa: F401 - the fixtures
+
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
 KEYS, PER_KEY, FILES = 2000, 25, 2
@@ -65,7 +67,7 @@ def options(server: FaultServer, tmp_path: Path, **more: str) -> dict[str, str]:
     }
 
 
-def stream(spark: Any, tmp_path: Path, sink: Any, files: int) -> None:
+def stream_files(spark: Any, tmp_path: Path, sink: Any, files: int) -> None:
     events = (
         spark.readStream.schema("id STRING, key STRING, n INT, op STRING")
         .option("maxFilesPerTrigger", 1)
@@ -93,7 +95,7 @@ def test_ordered_changes_are_applied_in_order_under_faults_and_kills(
             options(server, tmp_path, orderingKey="key", killAfterRequests="3"),
             sink_id=f"cdc-{uuid.uuid4().hex[:6]}",
         )
-        stream(spark, tmp_path, sink, FILES)
+        stream_files(spark, tmp_path, sink, FILES)
         applied = applied_per_key(server)
         done = server.stats()
     assert len(applied) == KEYS
@@ -113,7 +115,7 @@ def test_without_ordering_the_same_run_applies_a_key_out_of_order(
     write_changes(tmp_path / "in", files=1)
     with FaultServer(FAULTS, id_field="id") as server:
         sink = foreach_batch("http", options(server, tmp_path), sink_id="cdc-control")
-        stream(spark, tmp_path, sink, 1)
+        stream_files(spark, tmp_path, sink, 1)
         applied = applied_per_key(server)
     out_of_order = [k for k, ns in applied.items() if ns != sorted(ns)]
     assert out_of_order, "the control must show the reordering that orderingKey prevents"
@@ -134,3 +136,44 @@ def test_the_data_source_keeps_order_too(spark: Any, tmp_path: Path) -> None:
         )
         applied = applied_per_key(server)
     assert all(ns == list(range(SPAN)) for ns in applied.values()) and len(applied) == 500
+
+
+@pytest.mark.emulator
+def test_kinesis_ordered_keeps_each_partition_keys_changes_in_order(
+    spark: Any,
+    kinesis: Any,  # noqa: F811 - the fixture
+    stream: str,  # noqa: F811 - the fixture
+    kinesalite_endpoint: str,
+    tmp_path: Path,
+) -> None:
+    """Read back with GetRecords per shard: each partition key's changes in order, once,
+    although a task of each micro-batch was killed mid-way."""
+    keys = 500
+    write_changes(tmp_path / "in", keys=keys)
+    options = {
+        "streamName": stream, "endpointUrl": kinesalite_endpoint, "region": "us-east-1",
+        "awsAccessKeyId": "AKIASPARKTEST0000001", "awsSecretAccessKey": "spark",
+        "partitionKeyField": "key", "ordered": "true", "maxBatchSize": "100",
+        "requestTimeoutMs": "2s", "reconcileClockSkewMs": "300ms",
+        "initialBackoffMs": "5", "maxBackoffMs": "50", "killAfterAnswers": "5",
+        "recordStore": f"sqlite://{tmp_path / 'records.db'}",
+    }  # fmt: skip
+    sink = foreach_batch("tests.spark.kinesis_writers:create_killing_kinesis_writer", options,
+                         sink_id="cdc-kinesis")  # fmt: skip
+    stream_files(spark, tmp_path, sink, FILES)
+    per_key: dict[str, list[int]] = defaultdict(list)
+    for shard in kinesis.list_shards(StreamName=stream)["Shards"]:
+        iterator = kinesis.get_shard_iterator(
+            StreamName=stream, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+        while iterator:
+            page = kinesis.get_records(ShardIterator=iterator, Limit=10_000)
+            for record in page["Records"]:
+                change = orjson.loads(record["Data"])
+                assert record["PartitionKey"] == change["key"]
+                per_key[change["key"]].append(change["n"])
+            if not page["Records"]:
+                break
+            iterator = page.get("NextShardIterator")
+    assert len(per_key) == keys
+    assert all(ns == list(range(PER_KEY)) for ns in per_key.values())
