@@ -44,3 +44,9 @@ register_sink(
     "asyncsink.sinks.firehose:FirehoseOptions",
     install_hint="pip install asyncsink[aws]",
 )
+register_sink(
+    "dynamodb",
+    "asyncsink.sinks.dynamodb:DynamoDBWriter",
+    "asyncsink.sinks.dynamodb:DynamoDBOptions",
+    install_hint="pip install asyncsink[aws]",
+)

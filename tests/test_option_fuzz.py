@@ -30,6 +30,7 @@ BASE: dict[str, dict[str, Any]] = {
     "elasticsearch": {"hosts": "http://127.0.0.1:9200", "index": "orders"},
     "sqs": {"queueName": "orders", "region": "us-east-1"},
     "firehose": {"deliveryStreamName": "orders", "region": "us-east-1"},
+    "dynamodb": {"tableName": "orders", "keyFields": "id", "region": "us-east-1"},
 }
 WRONG_TYPE = 12345  # a Python int where a string, a boolean or a choice is expected
 WRONG_NUMBER = "lots"  # a string that is no number, where a number is expected
@@ -115,6 +116,9 @@ OUT_OF_RANGE: dict[str, tuple[Any, dict[str, Any]]] = {
     "messageAttributesFields": (",".join("abcdefghijk"), {}),
     "bodyField": ("", {}),
     "deliveryStreamName": ("orders!", {}),
+    "tableName": ("ab", {}),
+    "keyFields": ("a,b,c", {}),
+    "operationField": ("", {}),
     "recordStore": ("mysql://db.example/records", {"sinkId": "fuzz"}),
     "recordStoreScope": ("everywhere", {"sinkId": "fuzz"}),
 }

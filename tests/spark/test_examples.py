@@ -42,6 +42,7 @@ def test_every_example_has_a_test() -> None:
         "custom_sink",
         "sqs_orders",
         "firehose_clicks",
+        "dynamodb_customers",
     }
     assert programs == tested
 
@@ -121,9 +122,12 @@ async def test_custom_sink_reconciles_a_call_by_its_key() -> None:
 @pytest.fixture
 def kinesis(kinesalite_endpoint: str) -> Iterator[Any]:
     client = botocore.session.get_session().create_client(
-        "kinesis", region_name="us-east-1", endpoint_url=kinesalite_endpoint,
-        aws_access_key_id="testing", aws_secret_access_key="testing",
-    )  # fmt: skip
+        "kinesis",
+        region_name="us-east-1",
+        endpoint_url=kinesalite_endpoint,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
     yield client
     client.close()
 
@@ -159,8 +163,15 @@ def test_kinesis_stream_puts_each_row_with_dynamodb_records(
     (folder / "part-0.json").write_bytes(b"\n".join(lines))
     events = spark.readStream.schema("id STRING, user STRING").json(str(folder))
     example = load("kinesis_stream")
-    example.run(events, stream, "us-east-1", f"records-{uuid.uuid4().hex[:6]}",
-                tmp_path / "checkpoint", kinesalite_endpoint, moto_endpoint)  # fmt: skip
+    example.run(
+        events,
+        stream,
+        "us-east-1",
+        f"records-{uuid.uuid4().hex[:6]}",
+        tmp_path / "checkpoint",
+        kinesalite_endpoint,
+        moto_endpoint,
+    )
     ids: list[str] = []
     for shard in kinesis.list_shards(StreamName=stream)["Shards"]:
         iterator = kinesis.get_shard_iterator(
@@ -179,9 +190,12 @@ def test_sqs_orders_sends_each_order_once_with_its_group_and_kind(
         monkeypatch.setenv(name, "testing")
         monkeypatch.setitem(spark.sparkContext.environment, name, "testing")
     sqs = botocore.session.get_session().create_client(
-        "sqs", region_name="us-east-1", endpoint_url=moto_endpoint,
-        aws_access_key_id="testing", aws_secret_access_key="testing",
-    )  # fmt: skip
+        "sqs",
+        region_name="us-east-1",
+        endpoint_url=moto_endpoint,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
     url = sqs.create_queue(
         QueueName=f"orders-{uuid.uuid4().hex[:6]}.fifo", Attributes={"FifoQueue": "true"}
     )["QueueUrl"]
@@ -201,14 +215,21 @@ def test_sqs_orders_sends_each_order_once_with_its_group_and_kind(
         )
         if not page.get("Messages"):
             break
-        bodies += [(orjson.loads(m["Body"]), m["MessageAttributes"]["kind"]["StringValue"])
-                   for m in page["Messages"]]  # fmt: skip
-        sqs.delete_message_batch(QueueUrl=url, Entries=[
-            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
-            for i, m in enumerate(page["Messages"])])  # fmt: skip
+        bodies += [
+            (orjson.loads(m["Body"]), m["MessageAttributes"]["kind"]["StringValue"])
+            for m in page["Messages"]
+        ]
+        sqs.delete_message_batch(
+            QueueUrl=url,
+            Entries=[
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                for i, m in enumerate(page["Messages"])
+            ],
+        )
     assert sorted(body["order_id"] for body, _ in bodies) == sorted(f"o{i}" for i in range(200))
-    assert all(kind == ("refund" if int(b["order_id"][1:]) % 10 == 0 else "sale")
-               for b, kind in bodies)  # fmt: skip
+    assert all(
+        kind == ("refund" if int(b["order_id"][1:]) % 10 == 0 else "sale") for b, kind in bodies
+    )
     assert {b["order_id"]: b["total"] for b, _ in bodies}["o3"] == 3.75
     sqs.close()
 
@@ -250,3 +271,40 @@ def test_firehose_clicks_lands_each_click_in_s3_as_json_lines(
     assert first["at"] == "2026-11-28T12:00:01.000000Z"  # the JSON contract's instants
     s3.close()
     firehose.close()
+
+
+@pytest.mark.emulator
+def test_dynamodb_customers_leaves_each_customer_with_its_last_change(
+    spark: Any, tmp_path: Path, moto_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "testing")
+        monkeypatch.setitem(spark.sparkContext.environment, name, "testing")
+    dynamodb = botocore.session.get_session().create_client(
+        "dynamodb",
+        region_name="us-east-1",
+        endpoint_url=moto_endpoint,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    table = f"customers-{uuid.uuid4().hex[:6]}"
+    dynamodb.create_table(
+        TableName=table,
+        KeySchema=[{"AttributeName": "customer_id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "customer_id", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    example = load("dynamodb_customers")
+    store = f"sqlite://{tmp_path / 'records.db'}"
+    stats = example.apply(
+        example.changes_frame(spark, 50, 4), table, "us-east-1", store, 1, moto_endpoint
+    )
+    assert stats.delivered == 200
+    items = dynamodb.scan(TableName=table)["Items"]
+    assert sorted(item["customer_id"]["S"] for item in items) == sorted(
+        f"c{i}" for i in range(50) if i % 5 != 0
+    )
+    one = next(item for item in items if item["customer_id"]["S"] == "c1")
+    assert one["version"] == {"N": "3"} and one["balance"] == {"N": "75.50"}
+    assert one["profile"]["M"]["city"] == {"S": "city-1"} and "op" not in one
+    dynamodb.close()
