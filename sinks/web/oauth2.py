@@ -113,12 +113,17 @@ class OAuth2(Auth):
         self._timeout = timeout
         self._redact = redact
         self.fetched = 0  # tokens this writer fetched (tests)
+        self._known = ""  # the last token this writer's redactor was told
 
     def __repr__(self) -> str:
         return f"OAuth2(token_url={self.client.token_url!r}, client_id={self.client.client_id!r})"
 
     async def authenticate(self, request: Request, transport: Transport) -> Request:
         token = await self._token(transport)
+        if token != self._known:  # perhaps fetched by another writer of the process
+            self._known = token
+            if self._redact is not None:
+                self._redact.add([token])
         headers = {**request.headers, "authorization": f"Bearer {token}"}
         return Request(request.method, request.url, headers, request.content, request.timeout)
 

@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 KEY, SECRET = "AKIDSPARKSIGV4", "spark-sigv4-secret"
 KEYS = {"awsAccessKeyId": KEY, "awsSecretAccessKey": SECRET}
 ROLE = {"awsRoleArn": "arn:aws:iam::210987654321:role/spark-writer", "awsExternalId": "x-77",
-        "awsRoleDurationMs": "3s", **KEYS}  # fmt: skip
+        "awsRoleSessionName": "spark-job", "awsRoleDurationMs": "3s", **KEYS}  # fmt: skip
 CLIENT = {"oauth2ClientId": "spark-job", "oauth2ClientSecret": "spark-client-secret"}
 ENTRIES = ["datasource", "foreach"]
 
@@ -60,8 +60,9 @@ def test_sigv4_with_gzip_and_faults_delivers_every_row(
 ) -> None:
     signing.reset()
     signing.set_faults(Faults(error_rate=0.1, seed=3))
+    keys = {**KEYS, "awsSessionToken": "FwoGZXIvYXdzEJr-spark-token"}
     options = {"url": signing.ingest_url, "awsService": "execute-api", "region": "us-east-1",
-               "gzip": "true", **(ROLE if how == "role" else KEYS), **FAST}  # fmt: skip
+               "gzip": "true", **(ROLE if how == "role" else keys), **FAST}  # fmt: skip
     try:
         write(entry, rows(spark, 600), "http", options)
     finally:
@@ -69,6 +70,42 @@ def test_sigv4_with_gzip_and_faults_delivers_every_row(
     stats = signing.stats()
     assert sorted(signing.applied_ids()) == sorted(f"r-{i}" for i in range(600))
     assert stats.statuses.get(403, 0) == 0 and stats.statuses.get(400, 0) == 0
+
+
+@pytest.mark.emulator
+@pytest.mark.parametrize("entry", ENTRIES)
+def test_kinesis_delivers_through_an_assumed_role(
+    spark: Any, sts_endpoint: str, kinesalite_endpoint: str, entry: str
+) -> None:
+    import botocore.session
+
+    admin = botocore.session.get_session().create_client(
+        "kinesis", region_name="us-east-1", endpoint_url=kinesalite_endpoint,
+        aws_access_key_id="admin", aws_secret_access_key="admin",
+    )  # fmt: skip
+    name = f"role-{entry}-{int(time.time() * 1000) % 100000}"
+    admin.create_stream(StreamName=name, ShardCount=1)
+    try:
+        deadline = time.monotonic() + 30
+        while (
+            admin.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"][
+                "StreamStatus"
+            ]
+            != "ACTIVE"
+        ):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        options = {"streamName": name, "region": "us-east-1", "endpointUrl": kinesalite_endpoint,
+                   "partitionKeyField": "id", **ROLE, **FAST}  # fmt: skip
+        write(entry, rows(spark, 300), "kinesis", options)
+        shard = admin.list_shards(StreamName=name)["Shards"][0]["ShardId"]
+        iterator = admin.get_shard_iterator(
+            StreamName=name, ShardId=shard, ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+        assert len(admin.get_records(ShardIterator=iterator, Limit=1000)["Records"]) == 300
+    finally:
+        admin.delete_stream(StreamName=name)
+        admin.close()
 
 
 @pytest.fixture(scope="module")
@@ -81,9 +118,12 @@ def oauth2() -> Iterator[OAuth2Server]:
 def test_oauth2_delivers_every_row(spark: Any, oauth2: OAuth2Server, entry: str) -> None:
     before = len(oauth2.state.ids)
     options = {"url": f"{oauth2.url}/ingest", "oauth2TokenUrl": f"{oauth2.url}/token",
-               "oauth2ClientAuth": "post", **CLIENT, **FAST}  # fmt: skip
+               "oauth2ClientAuth": "post", "oauth2Scope": "events:write",
+               "oauth2Audience": "https://api.example", **CLIENT, **FAST}  # fmt: skip
     write(entry, rows(spark, 400), "http", options)
     assert sorted(oauth2.state.ids[before:]) == sorted(f"r-{i}" for i in range(400))
+    form = oauth2.state.forms[-1]
+    assert form["scope"] == ["events:write"] and form["audience"] == ["https://api.example"]
 
 
 @pytest.fixture(scope="module")
