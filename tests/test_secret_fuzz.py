@@ -279,15 +279,17 @@ def test_a_secret_in_the_url_leaves_no_trace(
 @pytest.mark.parametrize(
     ("sink", "name"),
     [("http", "bearerToken"), ("http", "apiKey"), ("http", "basicPassword"), ("http", "url"),
-     ("elasticsearch", "apiKey"), ("elasticsearch", "basicPassword")],
+     ("elasticsearch", "apiKey"), ("elasticsearch", "basicPassword"),
+     ("http", "awsSessionToken"), ("elasticsearch", "awsSecretAccessKey")],
 )  # fmt: skip
 def test_call_records_hold_no_secret(
     sink: str, name: str, mode: str, echo: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     secret = SECRETS["ascii"]
     store = f"memory://secret-fuzz-{uuid.uuid4().hex}"
-    options = {**base(sink, echo), **NEEDS.get(name, {}), "sinkId": "fuzz", "recordStore": store,
-               "maxRetries": "0", "deadLetter": lambda letter: None}  # fmt: skip
+    options = {**base(sink, echo), **needs(sink, name, echo, None), "sinkId": "fuzz",
+               "recordStore": store, "maxRetries": "0",
+               "deadLetter": lambda letter: None}  # fmt: skip
     if name == "url":
         options["url"] += f"?token={quote(secret, safe='')}"
     else:

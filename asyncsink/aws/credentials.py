@@ -339,7 +339,15 @@ class CredentialSource:
                 aws_secret_access_key=identity.secret_access_key,
                 aws_session_token=identity.session_token,
                 # STS checks the duration itself (a test's emulator takes a short one).
-                config=Config(parameter_validation=False, user_agent_extra="asyncsink"),
+                # One retry here: a failure is a RetryableError, and the writer retries it
+                # with its own backoff and cap.
+                config=Config(
+                    parameter_validation=False,
+                    user_agent_extra="asyncsink",
+                    retries={"total_max_attempts": 2, "mode": "standard"},
+                    connect_timeout=5,
+                    read_timeout=10,
+                ),
             )
             answer = client.assume_role(**args)
         except NoCredentialsError as exc:
