@@ -66,7 +66,7 @@ async def test_sigv4_through_an_assumed_role_renews_it_mid_run(api: FaultServer)
     assert stats.entries_received == written
     assert stats.statuses.get(403, 0) == 0  # every request verified with the role's keys
     sessions = sessions_of()[before:]
-    assert len(sessions) >= 3, "the 2-second role was not renewed mid-run"
+    assert len(sessions) >= 2, "the 2-second role was not renewed mid-run"
     assert {s.session_name for s in sessions} == {"asyncsink-test"}
     assert {s.external_id for s in sessions} == {"ext-4242"}
 
@@ -139,7 +139,7 @@ async def test_kinesis_delivers_through_an_assumed_role_renewed_mid_run(
     writer = kinesis_writer(options)
     written = await write_for(writer, 4.0, "kinesis")
     assert writer.statistics().delivered == written
-    assert len(sessions_of()[before:]) >= 3
+    assert len(sessions_of()[before:]) >= 2  # renewed mid-run
 
 
 @pytest.mark.emulator
