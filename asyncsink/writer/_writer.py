@@ -46,7 +46,8 @@ from ..stats import Tally, WriterStatistics
 from ..telemetry import NoMetrics, WriterMetrics, sink_attributes, writer_metrics
 from ..telemetry.live import Reading
 from ._ahead import Ahead
-from ._buffer import RequestBuffer, Run, joined
+from ._buffer import RequestBuffer, Run
+from ._gate import Gate
 from ._intake import Chunks, Intake
 from ._outcomes import Outcome, Outcomes
 from ._recovery import Recovery
@@ -121,10 +122,11 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         self._retry: RetryPolicy = retry_policy or BackoffRetry(
             options, self.classify_error, self.describe_destination
         )
-        self._ordering: Ordering = ordering or ordering_for(options.ordering_key)
+        ordering = self._ordering = ordering or ordering_for(options.ordering_key)
         self._dead_letters = DeadLetters(
-            options.dead_letter, self.serialize_entry, self._ordering.dead_lettered
+            options.dead_letter, self.serialize_entry, ordering.dead_lettered
         )
+        self._gate: Gate[EntryT] = Gate(self._buffer, ordering, self._dead_letters, options)
         self._intake: Intake[InputT, EntryT] = Intake(
             self, options.max_record_size_in_bytes, self._dead_letters, self._log, self._fail
         )
@@ -264,7 +266,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
                 continue
             # Runs of whole batches where there is room for them: a batch cut across two
             # runs would be two pieces joined, entry by entry.
-            room = self._max_buffered - self._buffered()
+            room = self._max_buffered - self._gate.buffered
             chunk = chunks.take(min(room if room < batch else room - room % batch, run))
             if not chunk:
                 return
@@ -285,7 +287,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         entries backing off for a retry do not count). Returns whether it waited."""
         waited = False
         while True:
-            room = self._max_buffered - self._buffered()
+            room = self._max_buffered - self._gate.buffered
             if room > 0 and not room < batch <= self._buffer.fresh_count:
                 return waited
             waited = True
@@ -300,12 +302,11 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
             self._written += 1
             self._intake.skip(seq, element)
             return False
-        ordering = self._ordering
-        ordering.note((seq,), (element,))
+        self._ordering.note((seq,), (element,))
         taken = self._intake.one(seq, element)
         self._written += 1  # a bad record is accepted into the dead-letter target
         if taken is None:
-            self._entries_ended((seq,))
+            self._gate.ended((seq,))
             return False
         entry, size = taken
         buffer = self._buffer
@@ -316,15 +317,9 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         else:
             now = self._clock = time.monotonic()
             self._timer.wake()
-        if self._log.recovering:
-            skipped = self._log.statistics()["skipped"]
-            if self._log.admit(seq, entry, size, now):
-                if self._log.statistics()["skipped"] > skipped:
-                    self._entries_ended((seq,))  # delivered before
-                else:
-                    ordering.hold(seq)  # an earlier call's: settled before its key goes on
-                self._take_from_log()
-                return self._log.needs_sync
+        if self._log.recovering and self._gate.replayed(self._log, seq, entry, size, now):
+            self._take_from_log()
+            return self._log.needs_sync
         buffer.append(seq, entry, size, now)
         limit = self._congestion.batch_limit()
         if buffer.fresh_count >= limit or buffer.fresh_bytes >= self._max_bytes:
@@ -375,13 +370,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         self._flushing += 1
         try:
             self._pump()
-            while (
-                self._buffer
-                or self._calls
-                or self._ahead
-                or self._recovery.looking_up
-                or self._ordering.parked
-            ):
+            while self._gate.buffered or self._calls or self._ahead or self._recovery.looking_up:
                 await self._wait_for_progress()
         finally:
             self._flushing -= 1
@@ -429,12 +418,12 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
                     or self._flushing > 0
                     or buffer.fresh_count >= limit
                     or buffer.fresh_bytes >= self._max_bytes
-                    or self._buffered() >= self._max_buffered
+                    or self._gate.buffered >= self._max_buffered
                     or oldest + self._max_time_in_buffer <= now
                 )
                 if not send_fresh and not buffer.has_ready_retry(now):
                     break
-                run, pinned = self._cut(limit, now, send_fresh)
+                run, pinned = self._gate.cut(limit, now, send_fresh)
                 if run is None:
                     break
                 try:
@@ -453,53 +442,6 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         if started:
             self._progress.signal()
         return started
-
-    def _buffered(self) -> int:
-        """Entries accepted and not sent: in the buffer, or held back by the ordering."""
-        return self._buffer.count + self._ordering.parked
-
-    def _cut(self, limit: int, now: float, fresh: bool) -> tuple[Run[EntryT] | None, Any]:
-        """The next request's entries, and its call when it is one sent again whole: cut
-        from the buffer and admitted by the ordering. While the ordering holds entries
-        back, more are cut to fill the request."""
-        buffer, max_bytes = self._buffer, self._max_bytes
-        run, pinned = buffer.take(limit, max_bytes, now, include_fresh=fresh)
-        if run is None or pinned is not None:
-            return run, pinned
-        pieces: list[Run[EntryT]] = []
-        count = size = 0
-        while True:
-            admitted = self._admit(run)
-            if admitted is run and not pieces:
-                return run, None  # nothing held back: the common case
-            if admitted is not None:
-                pieces.append(admitted)
-                count, size = count + len(admitted), size + admitted.size
-            if count >= limit or max_bytes - size < self.options.max_record_size_in_bytes:
-                break
-            run, pinned = buffer.take(limit - count, max_bytes - size, now, include_fresh=fresh)
-            if run is None:
-                break
-            if pinned is not None:  # a call to send again whole goes in a request of its own
-                buffer.requeue(run, 0.0, pinned)
-                break
-        if not pieces:
-            return None, None
-        return (pieces[0] if len(pieces) == 1 else joined(pieces, size)), None
-
-    def _admit(self, run: Run[EntryT]) -> Run[EntryT] | None:
-        """The part of ``run`` the ordering lets leave now (``None``: none of it); it
-        keeps the entries that wait, and the ones that follow a dead letter go there."""
-        admitted = self._ordering.admit(run.seqs, run.entries, run.sizes, False)
-        if admitted is None:
-            return run
-        leave, letters = admitted
-        for index in letters:
-            seq = run.seqs[index]
-            reason = "an earlier entry of its orderingKey went to the dead letters"
-            self._dead_letters.bad_record(seq, reason, entry=run.entries[index])
-            self._entries_ended((seq,))
-        return run.pick(leave) if leave else None
 
     def _next_deadline(self) -> tuple[float | None, bool]:
         """When the timer should start requests (the oldest fresh entry's time in the
@@ -593,7 +535,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         if call is not None:
             run = call.run
         if run is not None and not (outcome is not None and (outcome.look_up or outcome.fatal)):
-            self._free_keys(run, outcome.again if outcome is not None else None)
+            self._gate.settled(run, outcome.again if outcome is not None else None)
         if outcome is None:
             return
         if outcome.fatal is not None:
@@ -609,22 +551,6 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
             else:
                 self._buffer.requeue(outcome.again, outcome.not_before, outcome.pinned)
             self._timer.wake()  # the retry may be due before the timer's deadline
-
-    def _free_keys(self, run: Run[EntryT], again: Run[EntryT] | None) -> None:
-        """The entries of ``run`` not sent ``again`` ended: let the entries of their keys
-        that waited go next, ahead of the buffer."""
-        if again is None:
-            self._entries_ended(run.seqs)
-        else:
-            sent_again = set(again.seqs)
-            self._entries_ended([seq for seq in run.seqs if seq not in sent_again])
-
-    def _entries_ended(self, seqs: Sequence[int]) -> None:
-        """Entries ``seqs`` reached their end: the entries of their keys that waited go
-        next, ahead of the buffer."""
-        freed = self._ordering.release(seqs)
-        if freed:
-            self._buffer.requeue(Run.of(freed), 0.0)
 
     def _fail(self, error: BaseException, call: Call[EntryT] | None = None) -> None:
         """End the writer with ``error``: every later call raises it. An ``Exception``
@@ -710,7 +636,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
             dead_lettered=self._dead_letters.count,
             **self._log.statistics(),
             failed=self._retry.exhausted,
-            buffered=self._buffered() + self._ahead.entries(),  # recorded ahead: not sent
+            buffered=self._gate.buffered + self._ahead.entries(),  # recorded ahead: not sent
             in_flight=self._in_flight_entries + sum(map(len, looking_up)),
             window=self._congestion.window,
             in_flight_limit=self._congestion.limit,
