@@ -34,7 +34,7 @@ __all__ = ["check_workers"]
 
 log = logging.getLogger("asyncsink.spark")
 
-_IMPORT_CHECK = "import asyncsink, sinks"
+_IMPORT_CHECK = "import asyncsink.sinks"  # the sinks install inside asyncsink
 _PYTHON_FILES = (".py", ".zip", ".egg")  # what addPyFile ships (listFiles holds them)
 _answers: dict[str, tuple[bool, str] | None] = {}  # interpreter -> (certain, problem)
 _lock = threading.Lock()
