@@ -111,3 +111,13 @@ def test_unreadable_or_mismatched_files_are_refused_before_anything_runs(
         http_writer({"url": "https://api.example/in", **resolved})
     assert caught.value.option == option, str(caught.value)
     assert "wrong" not in str(caught.value)
+
+
+async def test_with_tls_verify_off_the_certificate_is_still_presented(
+    tls_server: MtlsServer, pki: dict[str, Any]
+) -> None:
+    options = {**base(tls_server, pki, clientCert=pki["cert"], clientKey=pki["key"]),
+               "tlsVerify": "false"}  # fmt: skip
+    del options["caBundle"]
+    await deliver(http_writer(options), rows("unverified", 5))
+    assert {f"unverified-{i}" for i in range(5)} <= set(tls_server.ids)
