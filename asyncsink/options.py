@@ -458,8 +458,33 @@ class SinkOptions(Options):
         "(from Python) a callable taking a DeadLetter.",
     )
 
+    on_retries_exhausted: Literal["fail", "deadLetter"] = option(
+        "fail",
+        doc="An entry the destination answered with a retryable status until it ran out of "
+        "retries: 'fail' fails the task; 'deadLetter' diverts it to `deadLetter` and goes "
+        "on. See [Failure policy](guarantees.md#failure-policy).",
+    )
+    max_dead_letters: int = option(
+        1000,
+        minimum=0,
+        doc="Most records one task hands to the dead letters (bad records and entries out "
+        "of retries); the next one fails the task, saying how many went where.",
+    )
+
     def __post_init__(self) -> None:
+        exhausted = self.on_retries_exhausted
+        if isinstance(exhausted, str) and exhausted.lower() in ("fail", "deadletter"):
+            canonical = "fail" if exhausted.lower() == "fail" else "deadLetter"
+            object.__setattr__(self, "on_retries_exhausted", canonical)
         Options.__post_init__(self)
+        if self.on_retries_exhausted == "deadLetter" and self.dead_letter is None:
+            raise OptionError(
+                "onRetriesExhausted",
+                self.on_retries_exhausted,
+                "fail, unless deadLetter is set",
+                message="option 'onRetriesExhausted' is 'deadLetter' but 'deadLetter' is not "
+                "set: say where the dead letters go",
+            )
         self._at_most("max_record_size_in_bytes", "max_batch_size_in_bytes")
         self._at_most("initial_backoff_ms", "max_backoff_ms")
         if self.ordering_key and not all(f.strip() for f in self.ordering_key.split(",")):

@@ -121,6 +121,11 @@ OUT_OF_RANGE: dict[str, tuple[Any, dict[str, Any]]] = {
     "operationField": ("", {}),
     "recordStore": ("mysql://db.example/records", {"sinkId": "fuzz"}),
     "recordStoreScope": ("everywhere", {"sinkId": "fuzz"}),
+    "orderingKey": (" , ", {}),
+    "onRetriesExhausted": ("skip", {}),
+    "successStatusCodes": ("200-600", {}),
+    "retryStatusCodes": ("5xx", {}),
+    "badRecordStatusCodes": ("422,99", {}),
 }
 # Options whose every string is allowed: only their type and their name can be wrong.
 FREE_TEXT = {

@@ -10,11 +10,15 @@ options:
   ``RequestLimit`` (``request_limit``; ``ConcurrencyLimiter``, learned from latency) and
   ``EntryWindow`` (``entry_window``; ``AIMDWindow`` on entries in flight).
 - What happens to a bad record: ``DeadLetter`` targets (``dead_letter``).
+- What happens to entries the destination answered until they ran out of retries
+  (``exhausted``, the ``onRetriesExhausted`` option; ``AsyncSinkWriter(exhausted=...)``):
+  ``ExhaustedEntries``; ``FailTask`` (the default) or ``DivertToDeadLetters``.
 """
 
 from .congestion import Congestion, CongestionStrategy
 from .dead_letter import DeadLetter, JsonLinesDeadLetter
 from .entry_window import AIMDWindow, EntryWindow
+from .exhausted import DivertToDeadLetters, ExhaustedEntries, FailTask
 from .request_limit import ConcurrencyLimiter, RequestLimit
 from .retry import BackoffRetry, ErrorKind, RetryPolicy
 
@@ -25,8 +29,11 @@ __all__ = [
     "Congestion",
     "CongestionStrategy",
     "DeadLetter",
+    "DivertToDeadLetters",
     "EntryWindow",
     "ErrorKind",
+    "ExhaustedEntries",
+    "FailTask",
     "JsonLinesDeadLetter",
     "RequestLimit",
     "RetryPolicy",

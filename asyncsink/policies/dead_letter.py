@@ -139,24 +139,45 @@ class DeadLetters:
         option: str | DeadLetterTarget | None,
         serialize: Callable[[Any], bytes],
         handed_over: Callable[[int], None] = lambda seq: None,
+        *,
+        limit: int | None = None,
     ) -> None:
         self.target = dead_letter_target(option)
+        self.limit = limit  # ``maxDeadLetters``: most records handed over, ``None``: no cap
+        self.by_cause: dict[str, int] = {}  # records handed over, by cause
         self._serialize = serialize
         self._handed_over = handed_over  # told each record's seq once it is settled
         self.scope = ""
         self.persistent = False
         self.count = 0  # records handed over
 
-    def bad_record(self, seq: int, reason: str, *, entry: Any = None, element: Any = None) -> None:
+    def bad_record(
+        self,
+        seq: int,
+        reason: str,
+        *,
+        entry: Any = None,
+        element: Any = None,
+        cause: str = "bad_record",
+    ) -> None:
         """Hand over the record at ``seq``: a converted ``entry``, or an ``element`` the
-        converter refused.
+        converter refused; ``cause`` sorts it in ``by_cause`` (``bad_record``,
+        ``rejected``, ``retries_exhausted``, ``ordering``).
 
         Raises:
             BadRecordError: there is no target.
-            DeadLetterError: the target failed; the record is not settled.
+            DeadLetterError: the target failed, or ``maxDeadLetters`` records went there
+                already; the record is not settled.
         """
         if self.target is None:
             raise BadRecordError(seq, reason, self.scope if self.persistent else None)
+        if self.limit is not None and self.count >= self.limit:
+            causes = ", ".join(f"{n} {c}" for c, n in sorted(self.by_cause.items()))
+            raise DeadLetterError(
+                f"{self.scope}: {self.count} records went to the dead-letter target "
+                f"{self.target!r} ({causes}), the most maxDeadLetters ({self.limit}) allows: "
+                f"record {seq} ({reason}) fails the task instead"
+            )
         if element is not None:
             record = element_bytes(element)
         else:
@@ -173,4 +194,5 @@ class DeadLetters:
                 "is not settled, so the task fails and its retry handles it again"
             ) from exc
         self.count += 1
+        self.by_cause[cause] = self.by_cause.get(cause, 0) + 1
         self._handed_over(seq)

@@ -122,6 +122,11 @@ class RetryPolicy(Protocol):
     def give_up(self, count: int) -> None:
         """``count`` entries failed for good without a retry (a fatal error)."""
 
+    def diverted(self, seqs: Sequence[int]) -> None:
+        """Of the entries the last ``attempt`` gave up on, ``seqs`` were settled elsewhere
+        (``onRetriesExhausted=deadLetter``): they did not fail. Asked only with that
+        setting."""
+
     def delivery_error(self, delivered: int) -> DeliveryError | None:
         """The error the barrier raises for the entries that failed for good, if any."""
 
@@ -135,7 +140,9 @@ class BackoffRetry:
       the others are counted as failed for good;
     - ``forget(seqs)``: those entries are settled;
     - ``give_up(count, error)``, ``delivery_error(delivered)``: entries failed for good,
-      and the ``DeliveryError`` the barrier raises for them.
+      and the ``DeliveryError`` the barrier raises for them;
+    - ``diverted(seqs)``: of the entries just given up on, those went to the dead letters
+      (``onRetriesExhausted=deadLetter``) and did not fail.
 
     Args:
         options: ``maxRetries``, the backoffs, ``failOnTimeout``,
@@ -241,6 +248,12 @@ class BackoffRetry:
 
     def give_up(self, count: int) -> None:
         self.exhausted += count
+
+    def diverted(self, seqs: Sequence[int]) -> None:
+        self.exhausted -= len(seqs)
+        if self.exhausted_at:
+            gone = set(seqs)
+            self.exhausted_at = [seq for seq in self.exhausted_at if seq not in gone]
 
     def delivery_error(self, delivered: int) -> DeliveryError | None:
         if not self.exhausted:

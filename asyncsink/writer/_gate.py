@@ -83,7 +83,7 @@ class Gate(Generic[E]):
         for index in letters:
             seq = run.seqs[index]
             reason = "an earlier entry of its orderingKey went to the dead letters"
-            self.dead_letters.bad_record(seq, reason, entry=run.entries[index])
+            self.dead_letters.bad_record(seq, reason, entry=run.entries[index], cause="ordering")
             self.ended((seq,))
         return run.pick(leave) if leave else None
 

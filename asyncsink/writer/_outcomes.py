@@ -19,6 +19,7 @@ from ..durable.recorder import CallRecorder
 from ..errors import AsyncSinkError, BadRecordError, DeadLetterError
 from ..policies.congestion import CongestionStrategy
 from ..policies.dead_letter import DeadLetters
+from ..policies.exhausted import ExhaustedEntries
 from ..policies.retry import ErrorKind, RetryPolicy
 from ..request import CallInfo, SubmitResult
 from ..stats import Tally
@@ -56,6 +57,7 @@ class Outcomes(Generic[E]):
     dead_letters: DeadLetters
     may_have_landed: Callable[[BaseException | None], bool]
     max_bytes: int  # ``maxBatchSizeInBytes``
+    exhausted: ExhaustedEntries  # entries the destination answered until out of retries
 
     def answered(
         self, call: Call[E], result: SubmitResult, now: float, in_flight: int
@@ -84,15 +86,15 @@ class Outcomes(Generic[E]):
             seq, entry = seqs[index], run.entries[index]
             try:
                 reason_given = f"rejected by the destination: {reason}"
-                self.dead_letters.bad_record(seq, reason_given, entry=entry)
+                self.dead_letters.bad_record(seq, reason_given, entry=entry, cause="rejected")
             except (BadRecordError, DeadLetterError) as exc:
                 failure = exc
                 break
             settled[seq] = reason
-        self.log.record_result(call.info, acked, settled, result.detail)
-        if failure is not None:
-            return Outcome(fatal=failure)
-        if not retry:
+        if failure is not None or not retry:
+            self.log.record_result(call.info, acked, settled, result.detail)
+            if failure is not None:
+                return Outcome(fatal=failure)
             self.congestion.on_success()
             return None
         if result.throttled:
@@ -103,7 +105,14 @@ class Outcomes(Generic[E]):
         cause = AsyncSinkError(
             f"request {call.info.call_id}: {len(failed)} of {len(seqs)} entries failed{why}"
         )
-        return self.again(failed, cause, result.retry_after, now, pinned=None)
+        # Entries out of retries the destination answered may be settled elsewhere (the
+        # ``onRetriesExhausted`` policy); they are then recorded with the rejected ones.
+        try:
+            outcome = self.again(failed, cause, result.retry_after, now, pinned=None, spent=settled)
+        except (BadRecordError, DeadLetterError) as exc:
+            outcome = Outcome(fatal=exc)
+        self.log.record_result(call.info, acked, settled, result.detail)
+        return outcome
 
     def failed(
         self, call: Call[E], error: BaseException | None, now: float, *, looks_up: bool
@@ -159,17 +168,35 @@ class Outcomes(Generic[E]):
         now: float,
         *,
         pinned: CallInfo | None,
+        spent: dict[int, str] | None = None,
     ) -> Outcome[E] | None:
         """The failed entries of ``run`` to send again after their backoff (``None`` when
-        all are out of retries)."""
+        all are out of retries). With ``spent`` (the destination answered these entries
+        one by one), those out of retries go to the ``exhausted`` policy, and the ones it
+        settles are added to ``spent``.
+
+        Raises:
+            BadRecordError, DeadLetterError: as ``ExhaustedEntries.spent``.
+        """
         if not run.entries:
             return None
         kept, delay = self.retry.attempt(run.seqs, error, retry_after)
+        if spent is not None and len(kept) < len(run):
+            out = run.pick(sorted(set(range(len(run))) - set(kept)))
+            reason = f"out of retries (maxRetries={self._max_retries()}): {error}"
+            settled = self.exhausted.spent(out.seqs, out.entries, reason)
+            if settled:
+                self.retry.diverted(list(settled))
+                spent.update(settled)
         if not kept:
             return None
         self.tally.counts["retried"] += len(kept)
         whole = len(kept) == len(run)
         return Outcome(run if whole else run.pick(kept), now + delay, pinned if whole else None)
+
+    def _max_retries(self) -> object:
+        options = getattr(self.retry, "options", None)
+        return getattr(options, "max_retries", "?")
 
 
 def _retry_after(error: BaseException | None) -> object:

@@ -39,6 +39,7 @@ from ..errors import (
 from ..options import SinkOptions
 from ..policies.congestion import Congestion, CongestionStrategy
 from ..policies.dead_letter import DeadLetters
+from ..policies.exhausted import ExhaustedEntries, exhausted_policy
 from ..policies.ordering import Ordering, ordering_for
 from ..policies.retry import BackoffRetry, RetryPolicy
 from ..request import SubmitResult
@@ -100,6 +101,8 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
             from ``options`` if omitted.
         ordering: which entries may leave now (an ``Ordering``); ``KeyOrder`` by the
             ``orderingKey`` option's fields if set, else none.
+        exhausted: what becomes of entries the destination answered until they ran out
+            of retries (an ``ExhaustedEntries``); from ``onRetriesExhausted`` if omitted.
     """
 
     def __init__(
@@ -110,6 +113,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         retry_policy: RetryPolicy | None = None,
         congestion: CongestionStrategy | None = None,
         ordering: Ordering | None = None,
+        exhausted: ExhaustedEntries | None = None,
     ) -> None:
         self.options = options = options or SinkOptions()
         self._log: CallRecorder = call_log if call_log is not None else NoRecords()
@@ -124,7 +128,10 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         )
         ordering = self._ordering = ordering or ordering_for(options.ordering_key)
         self._dead_letters = DeadLetters(
-            options.dead_letter, self.serialize_entry, ordering.dead_lettered
+            options.dead_letter,
+            self.serialize_entry,
+            ordering.dead_lettered,
+            limit=options.max_dead_letters,
         )
         self._gate: Gate[EntryT] = Gate(self._buffer, ordering, self._dead_letters, options)
         self._intake: Intake[InputT, EntryT] = Intake(
@@ -146,6 +153,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
             self._dead_letters,
             self.may_have_landed,
             options.max_batch_size_in_bytes,
+            exhausted or exhausted_policy(options, self._dead_letters),
         )
         self._timeout = options.request_timeout_ms / 1000
         self._max_time_in_buffer = options.max_time_in_buffer_ms / 1000

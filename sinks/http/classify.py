@@ -40,8 +40,11 @@ from ..web.answer import load_answer, read_items
 from ..web.classify import THROTTLE_STATUSES, is_retryable_status, parse_retry_after
 from ..web.redact import Redactor
 from ..web.transport import Answer
+from .statuses import StatusRules
 
-__all__ = ["error_for_status", "held_by_status", "parse_items"]
+__all__ = ["error_for_status", "held_by_status", "parse_items", "rejected_whole"]
+
+_SUCCESS = frozenset(range(200, 300))
 
 _HINTS = {
     401: "check the authentication options (bearerToken, basicUsername/basicPassword, apiKey)",
@@ -57,10 +60,13 @@ def error_for_status(
     *,
     body_size: int | None = None,
     hints: Mapping[int, str] | None = None,
+    rules: StatusRules | None = None,
 ) -> DestinationError:
-    """The error for a non-2xx answer, carrying the status, ``Retry-After`` and a body
-    excerpt (at most 500 characters, secrets masked). ``hints`` replace the built-in
-    advice for their statuses (the signing options to check after a 403...)."""
+    """The error for an answer that is not a success, carrying the status,
+    ``Retry-After`` and a body excerpt (at most 500 characters, secrets masked). ``hints``
+    replace the built-in advice for their statuses (the signing options to check after a
+    403...); ``rules`` say which statuses are retried (``retryStatusCodes``), else the
+    built-in ones."""
     status = answer.status
     retry_after = parse_retry_after(answer.headers.get("retry-after"))
     excerpt = redact.excerpt(answer.content)
@@ -68,9 +74,10 @@ def error_for_status(
     message = redact(f"{status_line} from {answer.where}")
     if excerpt:
         message += f": {excerpt}"
-    if status in THROTTLE_STATUSES:
+    throttled = rules.throttled(status) if rules else status in THROTTLE_STATUSES
+    if throttled:
         return ThrottledError(message, retry_after=retry_after, status=status)
-    if is_retryable_status(status):
+    if rules.retried(status) if rules else is_retryable_status(status):
         return RetryableError(message, retry_after=retry_after, status=status)
     hint = (hints or {}).get(status) or _HINTS.get(status)
     if status == 413 and body_size is not None:
@@ -81,6 +88,16 @@ def error_for_status(
     if hint:
         message += f" ({hint})"
     return FatalError(message, retry_after=retry_after, status=status)
+
+
+def rejected_whole(answer: Answer, count: int, redact: Redactor) -> SubmitResult:
+    """A whole answer of a ``badRecordStatusCodes`` status: every entry of the request
+    is a bad record, with the status and a body excerpt as reason."""
+    excerpt = redact.excerpt(answer.content)
+    reason = f"HTTP {answer.status} for the whole request"
+    if excerpt:
+        reason += f": {excerpt[:200]}"
+    return SubmitResult(rejected=dict.fromkeys(range(count), reason))
 
 
 def _reason(status: int, error: Any, redact: Redactor) -> str:
@@ -103,10 +120,13 @@ def parse_items(
     content_type: str | None = None,
     what: str = "the response",
     retry_after: float | None = None,
+    rules: StatusRules | None = None,
 ) -> SubmitResult | None:
     """Per-entry outcomes from a 2xx body, or ``None`` when it says every entry was
-    accepted: its items all 2xx, or no items at all (a plain or empty answer, or JSON of
-    another shape). ``what`` names the answer in messages (with no secret in it).
+    accepted: its items all delivered (2xx, or ``rules``' success statuses), or no items
+    at all (a plain or empty answer, or JSON of another shape). ``what`` names the answer
+    in messages (with no secret in it). An item of a status ``rules`` neither deliver nor
+    retry is a bad record.
 
     Raises:
         RetryableError: the body should be JSON (by its ``content_type``, or by its look
@@ -120,17 +140,20 @@ def parse_items(
         return None
     statuses = items.statuses
     first = statuses[0] if statuses else 200
-    if 200 <= first <= 299 and statuses.count(first) == len(statuses):
+    success = rules.success if rules is not None else _SUCCESS
+    if first in success and statuses.count(first) == len(statuses):
         return None  # every entry taken: the common answer, decided at once
     retry: list[int] = []
     rejected: dict[int, str] = {}
     throttled = False
     for index, status in enumerate(statuses):
-        if 200 <= status <= 299:
+        if status in success:
             continue
-        if is_retryable_status(status):
+        if rules.retried(status) if rules is not None else is_retryable_status(status):
             retry.append(index)
-            throttled = throttled or status in THROTTLE_STATUSES
+            throttled = throttled or (
+                rules.throttled(status) if rules is not None else status in THROTTLE_STATUSES
+            )
         else:
             rejected[index] = _reason(status, items.body(index).get("error"), redact)
     if not retry and not rejected:

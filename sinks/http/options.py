@@ -34,6 +34,7 @@ from ..web.options import (
     check_http_url,
     is_header_text,
 )
+from .statuses import StatusRules
 
 __all__ = ["BodyEncoder", "EntryEncoder", "HttpOptions", "ResponseParser"]
 
@@ -174,6 +175,24 @@ class HttpOptions(ClientOptions, SigningOptions, ClientCertOptions, JsonOptions)
         "judges 2xx responses before the built-in parsing. None falls back to it. See "
         "[Custom responses](#custom-responses).",
     )
+    success_status_codes: str | None = option(
+        None,
+        kind="str",
+        doc="Statuses that mean delivered, for whole answers and items: codes and ranges, "
+        "like '200-299,409'. Default 200-299. See [Status codes](#status-codes).",
+    )
+    retry_status_codes: str | None = option(
+        None,
+        kind="str",
+        doc="Statuses sent again after a backoff, for whole answers and items. Default "
+        "408,409,425,429,500-599, less the codes the other two options name.",
+    )
+    bad_record_status_codes: str | None = option(
+        None,
+        kind="str",
+        doc="Statuses that make the entry (for a whole answer, every entry of the request) a "
+        "bad record. Default none: another status fails a whole answer.",
+    )
     reconcile_url: str | None = option(
         None,
         doc="URL template of the endpoint's idempotency status resource, with {key} for the "
@@ -196,6 +215,12 @@ class HttpOptions(ClientOptions, SigningOptions, ClientCertOptions, JsonOptions)
                     "reconcileUrl", self.reconcile_url, "a URL template containing {key}"
                 )
             check_http_url("reconcileUrl", self.reconcile_url.replace("{key}", "key"))
+        self._set(
+            "_status_rules",
+            StatusRules.from_options(
+                self.success_status_codes, self.retry_status_codes, self.bad_record_status_codes
+            ),
+        )
         if self.parse_response is not None and not callable(self.parse_response):
             raise OptionError(
                 "parseResponse", self.parse_response, "a callable (response, entries)"
@@ -292,6 +317,12 @@ class HttpOptions(ClientOptions, SigningOptions, ClientCertOptions, JsonOptions)
             not self.content_type.strip() or not is_header_text(self.content_type)
         ):
             raise OptionError("contentType", self.content_type, "a media type in ASCII")
+
+    @property
+    def status_rules(self) -> StatusRules:
+        """What each answer status means (``successStatusCodes`` and the others)."""
+        rules: StatusRules = self.__dict__["_status_rules"]
+        return rules
 
     @property
     def takes_mappings(self) -> bool:

@@ -23,7 +23,7 @@ from ..web.clients import ClientSettings
 from ..web.oauth2 import OAuth2
 from ..web.transport import Timeout, Transport
 from ..web.writer import HttpClientWriter, gzip_compress
-from .classify import error_for_status, held_by_status, parse_items
+from .classify import error_for_status, held_by_status, parse_items, rejected_whole
 from .encoding import frame_json, frame_ndjson
 from .options import BodyEncoder, EntryEncoder, HttpOptions
 
@@ -91,6 +91,7 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
         self._gzip_level = http.gzip_level if http.gzip else None
         self._parse_response = http.parse_response
         self._partial_failures = http.parse_partial_failures
+        self._rules = http.status_rules
         # Names in lower case, so that the sink's own headers replace the user's of any
         # spelling instead of being sent twice.
         extra = {name.lower(): value for name, value in http.header_map.items()}
@@ -172,8 +173,15 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
         except httpx.HTTPError as exc:
             raise error_for_transport(exc, request_of(exc), self._redact) from exc
         status = answer.status
-        if not 200 <= status <= 299:
-            raise error_for_status(answer, self._redact, body_size=size, hints=self._hints)
+        rules = self._rules
+        if not 200 <= status <= 299 or status not in rules.success:
+            if status in rules.success:
+                return None  # a success status outside 2xx: every entry delivered
+            if rules.bad(status):
+                return rejected_whole(answer, len(entries), self._redact)
+            raise error_for_status(
+                answer, self._redact, body_size=size, hints=self._hints, rules=rules
+            )
         hook = self._parse_response
         if hook is not None:
             # The hook names failed entries as the objects it was given.
@@ -190,6 +198,7 @@ class HttpWriter(HttpClientWriter[Any, bytes]):
             content_type=answer.headers.get("content-type"),
             what=f"the HTTP {status} answer of {self._where}",
             retry_after=parse_retry_after(answer.headers.get("retry-after")),
+            rules=rules,
         )
 
     async def reconcile(self, call: CallInfo) -> Collection[int] | None:
