@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import botocore.session
 import orjson
 import pytest
 
@@ -26,30 +25,11 @@ from asyncsink.testing import Faults, FaultServer
 from tests.servers.elasticsearch import ElasticsearchServer
 
 from .notebook import Kernel, errors, run_notebook, session_cell, text_of
-from .test_docs_snippets import readme_snippet, stream_ids
+from .test_docs_snippets import kinesis_stream, readme_snippet, stream_ids  # noqa: F401
 
 pytestmark = [pytest.mark.spark, pytest.mark.emulator, pytest.mark.timeout(900)]
 
 ROWS = 300
-
-
-@pytest.fixture
-def kinesis(kinesalite_endpoint: str) -> Iterator[tuple[Any, str]]:
-    client = botocore.session.get_session().create_client(
-        "kinesis", region_name="us-east-1", endpoint_url=kinesalite_endpoint,
-        aws_access_key_id="nb", aws_secret_access_key="nb",
-    )  # fmt: skip
-    name = f"nb-{uuid.uuid4().hex[:10]}"
-    client.create_stream(StreamName=name, ShardCount=2)
-    deadline = time.monotonic() + 30
-    while (
-        client.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]["StreamStatus"]
-        != "ACTIVE"
-    ):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    yield client, name
-    client.close()
 
 
 def swapped(code: str, swaps: dict[str, str]) -> str:
@@ -74,7 +54,7 @@ def test_every_entry_point_delivers_each_row_once_from_a_notebook(
     mode: str,
     request: pytest.FixtureRequest,
     tmp_path: Path,
-    kinesis: tuple[Any, str],
+    kinesis_stream: tuple[Any, str],  # noqa: F811 - the fixture
     kinesalite_endpoint: str,
     moto_endpoint: str,
     monkeypatch: pytest.MonkeyPatch,
@@ -83,7 +63,7 @@ def test_every_entry_point_delivers_each_row_once_from_a_notebook(
     # the kernel, and the Python workers its Spark starts, take these from the environment
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.setenv(name, "testing")
-    client, stream = kinesis
+    client, stream = kinesis_stream
     write_events(tmp_path / "in")
     store = f"sqlite://{tmp_path / 'records.db'}"
     with (
