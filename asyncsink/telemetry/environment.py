@@ -11,6 +11,12 @@ would: one reader per exporter named (``otlp``, ``prometheus``, ``console``, or 
 installed under the ``opentelemetry_metrics_exporter`` entry point group), exporting
 every ``OTEL_METRIC_EXPORT_INTERVAL`` ms, with the resource of ``OTEL_SERVICE_NAME``
 and ``OTEL_RESOURCE_ATTRIBUTES``. A provider already set is left alone.
+
+``otlp`` names an exporter by protocol as the SDK's own configuration does:
+``OTEL_EXPORTER_OTLP_METRICS_PROTOCOL``, else ``OTEL_EXPORTER_OTLP_PROTOCOL``, selects
+``otlp_proto_http`` for ``http/protobuf`` and ``otlp_proto_grpc`` for ``grpc`` (the
+default, unset). An exporter of a protocol that is not installed is a warning naming
+the package to install.
 """
 
 from __future__ import annotations
@@ -26,6 +32,11 @@ __all__ = ["configure_from_environment"]
 log = logging.getLogger("asyncsink")
 
 _EXPORTERS = "opentelemetry_metrics_exporter"
+_OTLP_BY_PROTOCOL = {"grpc": "otlp_proto_grpc", "http/protobuf": "otlp_proto_http"}
+_OTLP_PACKAGES = {
+    "otlp_proto_grpc": "opentelemetry-exporter-otlp-proto-grpc",
+    "otlp_proto_http": "opentelemetry-exporter-otlp-proto-http",
+}
 
 _lock = threading.Lock()
 _tried = False
@@ -69,11 +80,41 @@ def _configure(names: list[str]) -> bool:
 def _reader(name: str) -> Any:
     from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 
-    found = entry_points(group=_EXPORTERS, name=name)
+    entry = _entry_point_name(name)
+    if entry is None:
+        return None
+    found = entry_points(group=_EXPORTERS, name=entry)
     if not found:
-        log.warning("OTEL_METRICS_EXPORTER names %r, which no installed package provides", name)
+        package = _OTLP_PACKAGES.get(entry)
+        log.warning(
+            "OTEL_METRICS_EXPORTER names %r, which no installed package provides%s: no "
+            "metrics are exported through it from this process",
+            name if name == entry else f"{name}, that is {entry}",
+            f" (pip install {package})" if package else "",
+        )
         return None
     exporter = next(iter(found)).load()
     if isinstance(exporter, type) and issubclass(exporter, MetricReader):
         return exporter()
     return PeriodicExportingMetricReader(exporter())
+
+
+def _entry_point_name(name: str) -> str | None:
+    """The exporter entry point ``name`` stands for: ``otlp`` by the OTLP protocol
+    variables, as the SDK maps it; ``None`` (logged) for a protocol no exporter speaks."""
+    if name != "otlp":
+        return name
+    protocol = (
+        os.environ.get("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL")
+        or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+        or "grpc"
+    ).strip()
+    found = _OTLP_BY_PROTOCOL.get(protocol)
+    if found is None:
+        log.warning(
+            "OTEL_METRICS_EXPORTER is otlp with the OTLP protocol %r, which is none of %s: "
+            "no metrics are exported through it",
+            protocol,
+            ", ".join(_OTLP_BY_PROTOCOL),
+        )
+    return found

@@ -66,6 +66,9 @@ INSTRUMENTS: tuple[Instrument, ...] = (
              "Delivered entries the destination already held a newer version of."),
     _counter("asyncsink.entries.dead_lettered", "{entry}", "dead_lettered",
              "Bad records handed to the dead-letter target."),
+    _counter("asyncsink.entries.diverted", "{entry}", "diverted",
+             "Dead-lettered entries that went there out of retries (onRetriesExhausted), "
+             "not as bad records."),
     _counter("asyncsink.entries.failed", "{entry}", "failed",
              "Entries out of retries, or in a request that failed fatally."),
     _counter("asyncsink.requests.sent", "{request}", "requests",

@@ -642,6 +642,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         return self._tally.snapshot(
             written=self._written,
             dead_lettered=self._dead_letters.count,
+            diverted=self._dead_letters.by_cause.get("retries_exhausted", 0),
             **self._log.statistics(),
             failed=self._retry.exhausted,
             buffered=self._gate.buffered + self._ahead.entries(),  # recorded ahead: not sent
@@ -663,6 +664,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
             **self._tally.counts,
             **self._log.statistics(),
             "dead_lettered": self._dead_letters.count,
+            "diverted": self._dead_letters.by_cause.get("retries_exhausted", 0),
             "written": self._written,
             "failed": self._retry.exhausted,
         }

@@ -123,6 +123,7 @@ def test_entries_out_of_retries_go_to_the_dead_letters_and_the_task_goes_on() ->
                    "deadLetter": letters.append}  # fmt: skip
         stats = run(options, rows_answering(100, always))
     assert stats.delivered == 90 and stats.dead_lettered == 10 and stats.failed == 0
+    assert stats.diverted == 10
     assert {int(d.record.split(b'"id":')[1].split(b",")[0]) for d in letters} == set(always)
     assert all(d.reason.startswith("out of retries (maxRetries=2)") for d in letters)
 
