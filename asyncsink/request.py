@@ -177,7 +177,7 @@ def _checked(result: SubmitResult, count: int) -> SubmitResult:
             "(an entry is either sent again or a bad record)"
         )
     stale = _indexes(result.stale, count, "stale")
-    twice = set(stale).intersection(retry, refused)
+    twice = set(stale).intersection([*retry, *refused])
     if twice:
         raise TypeError(
             f"SubmitResult names entry {min(twice)} as stale and to retry or as rejected "

@@ -171,8 +171,10 @@ class WriterStatistics:
                 f"; calls left without an answer: {self.reconciled} settled by looking "
                 f"them up at the destination, {self.resent_calls} re-sent unsettled"
             )
+        stale = f" ({self.skipped_stale} stale)" if self.skipped_stale else ""
         return (
-            f"{self.written} written, {self.delivered} delivered, {self.skipped} skipped, "
+            f"{self.written} written, {self.delivered} delivered{stale}, "
+            f"{self.skipped} skipped, "
             f"{self.dead_lettered} dead-lettered, {self.failed} failed, {self.retried} retried, "
             f"{self.requests} requests ({self.requests_failed} failed, {self.throttled} "
             f"throttled, {self.timeouts} timed out), {self.bytes_sent} bytes{latency}{lost}"
@@ -198,8 +200,12 @@ _SHOWN = (
 )
 
 
-def _cells(stats: WriterStatistics) -> list[tuple[str, str]]:
+def _cells(stats: WriterStatistics, stale: bool | None = None) -> list[tuple[str, str]]:
+    """The cells of a table row; ``stale``: with a ``stale`` cell (by default, when
+    ``stats`` has any), which only versioned writes fill."""
     cells = [(label, f"{getattr(stats, name):,}") for name, label in _SHOWN]
+    if stale or (stale is None and stats.skipped_stale):
+        cells.insert(2, ("stale", f"{stats.skipped_stale:,}"))
     p99 = stats.p99_ms
     return [*cells, ("p99 latency", "-" if p99 is None else f"{p99:g} ms")]
 
@@ -207,11 +213,14 @@ def _cells(stats: WriterStatistics) -> list[tuple[str, str]]:
 def _batch_rows(
     totals: WriterStatistics, runs: int, batches: Mapping[int, WriterStatistics], last: int
 ) -> tuple[list[str], list[list[str]]]:
-    header = ["batch", *(label for label, _ in _cells(totals))]
+    stale = totals.skipped_stale > 0
+    header = ["batch", *(label for label, _ in _cells(totals, stale))]
     shown = list(batches.items())[-last:]
-    rows = [[str(batch_id), *(value for _, value in _cells(stats))] for batch_id, stats in shown]
+    rows = [
+        [str(batch_id), *(value for _, value in _cells(stats, stale))] for batch_id, stats in shown
+    ]
     total = f"all {runs:,} batch" + ("" if runs == 1 else "es")
-    rows.append([total, *(value for _, value in _cells(totals))])
+    rows.append([total, *(value for _, value in _cells(totals, stale))])
     return header, rows
 
 

@@ -363,6 +363,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--latency-ms", type=float, default=0.0)
+    parser.add_argument("--latency-jitter-ms", type=float, default=0.0)
     for name in (
         "item_throttle_rate",
         "item_unavailable_rate",

@@ -6,6 +6,7 @@ so storing and returning a document costs no re-encoding. Every write is visible
 creates it; a ``delete`` in a missing index is a 404 item. Field kinds are checked by
 :mod:`tests.servers.elasticsearch.mapping` (400 ``mapper_parsing_exception``); a source with
 ``"_bad": true`` at its top level is always refused with 400 ``document_parsing_exception``.
+Versions, external ones and delete tombstones included, follow :mod:`.versions`.
 """
 
 from __future__ import annotations
