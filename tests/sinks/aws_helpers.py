@@ -23,7 +23,7 @@ KEYS = {"awsAccessKeyId": "AKIAAWSSINKTEST00001", "awsSecretAccessKey": "aws-sin
 FAST = {
     "initialBackoffMs": "5",
     "maxBackoffMs": "50",
-    "requestTimeoutMs": "5s",
+    "requestTimeoutMs": "30s",
     "maxRetries": "30",
     "maxTimeInBufferMs": "50",
 }
