@@ -471,6 +471,29 @@ class SinkOptions(Options):
         "of retries); the next one fails the task, saying how many went where.",
     )
 
+    max_requests_per_second: float = option(
+        0,
+        minimum=0,
+        doc="Requests a second for the whole job, split among the tasks that run at once "
+        "(`rateCapShares`). 0: no cap. See [Rate caps](spark.md#rate-caps).",
+    )
+    max_entries_per_second: float = option(
+        0, minimum=0, doc="Entries a second for the whole job, split as `maxRequestsPerSecond`."
+    )
+    max_bytes_per_second: int = option(
+        0,
+        kind="size",
+        minimum=0,
+        doc="Bytes of entries a second for the whole job, split as `maxRequestsPerSecond`.",
+    )
+    rate_cap_shares: int = option(
+        0,
+        minimum=0,
+        doc="How many writers share the rate caps at once. 0: the Spark entry points set it "
+        "from the partitions and the cluster's cores; a writer outside Spark takes the "
+        "whole cap.",
+    )
+
     def __post_init__(self) -> None:
         exhausted = self.on_retries_exhausted
         if isinstance(exhausted, str) and exhausted.lower() in ("fail", "deadletter"):

@@ -111,7 +111,8 @@ class WriterStatistics:
     destination had superseded: a versioned write it refused because it holds a newer
     version (the Elasticsearch sink's ``versionField``); they changed nothing.
     ``diverted`` counts the ``dead_lettered`` entries that went there out of retries
-    (``onRetriesExhausted=deadLetter``), not as bad records.
+    (``onRetriesExhausted=deadLetter``), not as bad records. ``rate_cap_waited_ms`` is
+    how long requests were held back by the rate caps (``maxRequestsPerSecond``...).
     ``window`` (the AIMD window, in entries) and ``in_flight_limit`` (the requests
     allowed in flight, adapted to their latency) are the limits when the
     snapshot was taken; a sum of writers (a job's, a batch's) keeps the largest of each,
@@ -128,6 +129,7 @@ class WriterStatistics:
     skipped_stale: int = 0
     dead_lettered: int = 0
     diverted: int = 0
+    rate_cap_waited_ms: int = 0
     failed: int = 0
     retried: int = 0
     buffered: int = 0

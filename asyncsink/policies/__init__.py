@@ -13,12 +13,15 @@ options:
 - What happens to entries the destination answered until they ran out of retries
   (``exhausted``, the ``onRetriesExhausted`` option; ``AsyncSinkWriter(exhausted=...)``):
   ``ExhaustedEntries``; ``FailTask`` (the default) or ``DivertToDeadLetters``.
+- A writer's share of the job's rate caps (``rate_cap``; ``AsyncSinkWriter(rate_cap=...)``):
+  ``RateCap``, token buckets.
 """
 
 from .congestion import Congestion, CongestionStrategy
 from .dead_letter import DeadLetter, JsonLinesDeadLetter
 from .entry_window import AIMDWindow, EntryWindow
 from .exhausted import DivertToDeadLetters, ExhaustedEntries, FailTask
+from .rate_cap import RateCap
 from .request_limit import ConcurrencyLimiter, RequestLimit
 from .retry import BackoffRetry, ErrorKind, RetryPolicy
 
@@ -35,6 +38,7 @@ __all__ = [
     "ExhaustedEntries",
     "FailTask",
     "JsonLinesDeadLetter",
+    "RateCap",
     "RequestLimit",
     "RetryPolicy",
 ]

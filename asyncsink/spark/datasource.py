@@ -53,7 +53,7 @@ from .commit import (
 )
 from .preflight import check_workers
 from .runner import PartitionResult, run_chunks
-from .spec import SinkSpec, master_of
+from .spec import SinkSpec, cores_of, master_of
 
 __all__ = [
     "AsyncSinkCommitMessage",
@@ -178,6 +178,7 @@ class AsyncSinkDataSource(DataSource):
 
     sink_entry: SinkEntry | None = None
     master: str | None = None  # the Spark master the class was registered with
+    cores: int | None = None  # the tasks its cluster runs at once, when known
 
     @classmethod
     def name(cls) -> str:
@@ -197,7 +198,9 @@ class AsyncSinkDataSource(DataSource):
                 )
             spec = SinkSpec(sink, options).for_spark()
         spec.check_master(self.master)
-        return spec
+        # A data source does not see the partitions it writes: the caps are split among
+        # the cluster's cores, the most tasks that can run at once.
+        return spec.with_rate_shares(self.cores)
 
     def writer(self, schema: Any, overwrite: bool) -> _BatchWriter:
         if overwrite:
@@ -225,15 +228,19 @@ def register(spark: Any) -> None:
     """Register ``asyncsink`` and ``asyncsink-<name>`` for every registered sink.
 
     The classes registered carry the session's Spark master, so that a write with a
-    per-machine record store on a cluster is refused before any task (``check_master``).
+    per-machine record store on a cluster is refused before any task (``check_master``),
+    and its cores, among which a write splits its rate caps.
     """
     check_workers(spark)
-    master = master_of(spark)
-    spark.dataSource.register(_on_master(AsyncSinkDataSource, master))
+    master, cores = master_of(spark), cores_of(spark)
+    spark.dataSource.register(_on_master(AsyncSinkDataSource, master, cores))
     for name in sink_names():
-        spark.dataSource.register(_on_master(data_source_for(sink_entry(name)), master))
+        spark.dataSource.register(_on_master(data_source_for(sink_entry(name)), master, cores))
 
 
-def _on_master(cls: type[AsyncSinkDataSource], master: str | None) -> type[AsyncSinkDataSource]:
-    attributes = {"master": master, "__module__": cls.__module__, "__doc__": cls.__doc__}
+def _on_master(
+    cls: type[AsyncSinkDataSource], master: str | None, cores: int | None = None
+) -> type[AsyncSinkDataSource]:
+    attributes = {"master": master, "cores": cores, "__module__": cls.__module__,
+                  "__doc__": cls.__doc__}  # fmt: skip
     return type(cls.__name__, (cls,), attributes)

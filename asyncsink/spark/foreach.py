@@ -42,7 +42,7 @@ from .connect import is_connect, remote_only
 from .jobs import cancelled_on_interrupt
 from .preflight import check_workers
 from .runner import PartitionResult, run_chunks
-from .spec import SinkSpec
+from .spec import SinkSpec, cores_of
 
 __all__ = ["BatchSink", "foreach_batch", "foreach_partition"]
 
@@ -89,6 +89,7 @@ def _write(df: Any, spec: SinkSpec, identity: RunIdentity) -> list[PartitionResu
     own, so that an interrupt (a notebook's) cancels them (see ``jobs``)."""
     check_workers(df)
     spec.check_master(df)
+    spec = spec.with_rate_shares(_tasks_at_once(df))
     check_columns(df.schema)
     chunks_task = partial(_chunks_task, spec, identity)
     what = identity.describe(spec.durable.sink_id)
@@ -97,6 +98,18 @@ def _write(df: Any, spec: SinkSpec, identity: RunIdentity) -> list[PartitionResu
             df, chunks_task, as_dicts=spec.reads_mappings, chunked=True
         )
     return results
+
+
+def _tasks_at_once(df: Any) -> int | None:
+    """How many tasks of ``df`` can run at once: its partitions (when a classic session
+    tells) and the cluster's cores, the fewer."""
+    counts = [cores_of(df)]
+    try:
+        counts.append(int(df.rdd.getNumPartitions()))
+    except Exception:  # Spark Connect has no df.rdd
+        pass
+    known = [count for count in counts if count]
+    return min(known) if known else None
 
 
 class BatchSink:

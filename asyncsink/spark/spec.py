@@ -10,6 +10,7 @@ build a fresh writer from it for each partition.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,8 @@ from ..stores.urls import parse_sqlite_url
 from ..writer import AsyncSinkWriter
 
 __all__ = ["DurableOptions", "SinkSpec", "is_local_master", "master_of", "store_for_spark"]
+
+log = logging.getLogger("asyncsink")
 
 VERIFY_TIMEOUT_S = 120.0  # checking the record store on the driver, before any task
 
@@ -213,6 +216,25 @@ class SinkSpec:
             "opens this same file (not over NFS), set recordStoreScope=machine",
         )
 
+    def with_rate_shares(self, shares: int | None) -> SinkSpec:
+        """This spec with ``rateCapShares`` set to ``shares`` (the tasks that can run at
+        once), when a rate cap is set and the user left ``rateCapShares`` out; ``None``
+        (not known): 1, and a warning, so that the cap is never exceeded."""
+        keys = {key.lower() for key in self.options}
+        if not keys & set(_CAPS) or "ratecapshares" in keys:
+            return self
+        caps = [str(v).strip() for k, v in self.options.items() if k.lower() in _CAPS]
+        if all(cap in ("", "0", "0.0") for cap in caps):
+            return self  # every cap given is 0: none
+        if shares is None:
+            log.warning(
+                "the rate caps (maxRequestsPerSecond...) hold per task here: the number of "
+                "tasks that run at once is not known; set rateCapShares to split them"
+            )
+            shares = 1
+        options = {**self.options, "rateCapShares": str(max(1, shares))}
+        return dataclasses.replace(self, options=options, entry=self.entry)
+
     def for_stream(self) -> SinkSpec:
         """This spec, checked for a streaming query.
 
@@ -311,6 +333,40 @@ def is_local_master(master: str) -> bool:
     ``local[...]`` (``local-cluster[...]`` starts executors of their own)."""
     master = master.strip().lower()
     return master == "local" or master.startswith("local[")
+
+
+_CAPS = ("maxrequestspersecond", "maxentriespersecond", "maxbytespersecond")
+
+
+def cores_of(df: Any) -> int | None:
+    """How many tasks the cluster of ``df`` (a DataFrame or a session) runs at once:
+    ``defaultParallelism`` in a classic session, else read from the master (``local[N]``,
+    ``local-cluster[N,C,M]``) or ``spark.default.parallelism``; ``None`` when unknown."""
+    session = getattr(df, "sparkSession", df)
+    try:
+        return int(session.sparkContext.defaultParallelism)  # classic
+    except Exception:
+        pass
+    master = master_of(session)
+    return cores_of_master(master) if master is not None else None
+
+
+def cores_of_master(master: str) -> int | None:
+    """The cores a master URL names, if it names them (``local[4]``, ``local[*]``,
+    ``local-cluster[2,1,1024]``); ``None`` for a cluster manager."""
+    import os
+    import re
+
+    master = master.strip().lower()
+    if master == "local":
+        return 1
+    found = re.fullmatch(r"local\[(\*|\d+)(?:,\d+)?\]", master)
+    if found:
+        return os.cpu_count() or 1 if found.group(1) == "*" else int(found.group(1))
+    found = re.fullmatch(r"local-cluster\[(\d+),\s*(\d+),\s*\d+\]", master)
+    if found:
+        return int(found.group(1)) * int(found.group(2))
+    return None
 
 
 def master_of(df: Any) -> str | None:

@@ -69,6 +69,8 @@ INSTRUMENTS: tuple[Instrument, ...] = (
     _counter("asyncsink.entries.diverted", "{entry}", "diverted",
              "Dead-lettered entries that went there out of retries (onRetriesExhausted), "
              "not as bad records."),
+    _counter("asyncsink.rate_cap.waited", "ms", "rate_cap_waited_ms",
+             "Time requests were held back by the rate caps (maxRequestsPerSecond...)."),
     _counter("asyncsink.entries.failed", "{entry}", "failed",
              "Entries out of retries, or in a request that failed fatally."),
     _counter("asyncsink.requests.sent", "{request}", "requests",

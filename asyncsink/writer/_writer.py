@@ -41,6 +41,7 @@ from ..policies.congestion import Congestion, CongestionStrategy
 from ..policies.dead_letter import DeadLetters
 from ..policies.exhausted import ExhaustedEntries, exhausted_policy
 from ..policies.ordering import Ordering, ordering_for
+from ..policies.rate_cap import RateCap, rate_cap_for
 from ..policies.retry import BackoffRetry, RetryPolicy
 from ..request import SubmitResult
 from ..stats import Tally, WriterStatistics
@@ -103,6 +104,9 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
             ``orderingKey`` option's fields if set, else none.
         exhausted: what becomes of entries the destination answered until they ran out
             of retries (an ``ExhaustedEntries``); from ``onRetriesExhausted`` if omitted.
+        rate_cap: this writer's share of the job's rate caps (a ``RateCap``); from
+            ``maxRequestsPerSecond`` and the others, split ``rateCapShares`` ways, if
+            omitted (none when no cap is set).
     """
 
     def __init__(
@@ -114,6 +118,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         congestion: CongestionStrategy | None = None,
         ordering: Ordering | None = None,
         exhausted: ExhaustedEntries | None = None,
+        rate_cap: RateCap | None = None,
     ) -> None:
         self.options = options = options or SinkOptions()
         self._log: CallRecorder = call_log if call_log is not None else NoRecords()
@@ -155,6 +160,8 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
             options.max_batch_size_in_bytes,
             exhausted or exhausted_policy(options, self._dead_letters),
         )
+        self._rate_cap = rate_cap if rate_cap is not None else rate_cap_for(options)
+        self._cap_until = 0.0  # while later, the rate cap holds requests back
         self._timeout = options.request_timeout_ms / 1000
         self._max_time_in_buffer = options.max_time_in_buffer_ms / 1000
         self._max_buffered = options.max_buffered_requests
@@ -409,9 +416,15 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
             return False
         started = False
         buffer, calls, congestion, ahead = self._buffer, self._calls, self._congestion, self._ahead
+        cap = self._rate_cap
         while buffer or ahead:
             limit = congestion.capacity(len(calls), self._in_flight_entries)
             now = self._clock = time.monotonic()
+            if limit and cap is not None:
+                wait = cap.wait(now)
+                if wait > 0:  # the rate cap holds requests back: none starts before then
+                    self._cap_until = now + wait
+                    limit = 0
             if limit and ahead:
                 call = ahead.pop(now)
             else:
@@ -445,6 +458,8 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
                     continue
             calls[call.info.call_id] = call
             self._in_flight_entries += len(call.run.entries)
+            if cap is not None:
+                cap.took(len(call.run.entries), call.run.size, now)
             self._tasks.spawn(self._send, call)
             started = True
         if started:
@@ -456,6 +471,8 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         buffer is up, or a retry's backoff), and whether it waits for a request to end."""
         if self._congestion.capacity(len(self._calls), self._in_flight_entries) == 0:
             return None, True  # a completing request pumps and wakes the timer
+        if self._cap_until > time.monotonic() and (self._buffer or self._ahead):
+            return self._cap_until, False  # the rate cap lets the next request start then
         oldest = self._buffer.oldest_fresh()
         due = oldest + self._max_time_in_buffer if oldest is not None else None
         retry = self._buffer.next_retry()
@@ -643,6 +660,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
             written=self._written,
             dead_lettered=self._dead_letters.count,
             diverted=self._dead_letters.by_cause.get("retries_exhausted", 0),
+            rate_cap_waited_ms=self._cap_waited_ms(),
             **self._log.statistics(),
             failed=self._retry.exhausted,
             buffered=self._gate.buffered + self._ahead.entries(),  # recorded ahead: not sent
@@ -650,6 +668,9 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
             window=self._congestion.window,
             in_flight_limit=self._congestion.limit,
         )
+
+    def _cap_waited_ms(self) -> int:
+        return int(self._rate_cap.waited * 1000) if self._rate_cap is not None else 0
 
     def metric_attributes(self) -> dict[str, str]:
         """The attributes of this writer's metrics: its sink's name (``sink_name``, else
@@ -665,6 +686,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
             **self._log.statistics(),
             "dead_lettered": self._dead_letters.count,
             "diverted": self._dead_letters.by_cause.get("retries_exhausted", 0),
+            "rate_cap_waited_ms": self._cap_waited_ms(),
             "written": self._written,
             "failed": self._retry.exhausted,
         }
