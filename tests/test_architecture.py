@@ -18,7 +18,7 @@ from .test_no_private_vendor_api import VENDORS, violations
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARY = [ROOT / "asyncsink", ROOT / "sinks"]
 MOST_METHODS = 30
-WRITER_LINES = 680  # the writer hands its parts the work; a policy hook costs it lines, not rooms
+WRITER_LINES = 700  # the writer hands its parts the work; a policy hook costs it lines, not rooms
 MOST_ROOT_MODULES = 8
 
 

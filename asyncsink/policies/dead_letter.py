@@ -151,6 +151,11 @@ class DeadLetters:
         self.persistent = False
         self.count = 0  # records handed over
 
+    @property
+    def diverted(self) -> int:
+        """Records handed over out of retries (``onRetriesExhausted=deadLetter``)."""
+        return self.by_cause.get("retries_exhausted", 0)
+
     def bad_record(
         self,
         seq: int,

@@ -77,6 +77,7 @@ class RateCap:
         self._last: float | None = None
         self._blocked_since: float | None = None
         self.waited = 0.0  # seconds requests were held back by the cap, in all
+        self.until = 0.0  # when the request held back last may start
 
     def wait(self, now: float) -> float:
         """Seconds from ``now`` until a request may start (0: now)."""
@@ -84,9 +85,16 @@ class RateCap:
         wait = 0.0
         for bucket in self._buckets:
             wait = max(wait, bucket.wait(1.0 if bucket is self._requests else 0.0))
-        if wait > 0 and self._blocked_since is None:
-            self._blocked_since = now
+        if wait > 0:
+            self.until = now + wait
+            if self._blocked_since is None:
+                self._blocked_since = now
         return wait
+
+    @property
+    def waited_ms(self) -> int:
+        """``waited``, in whole milliseconds."""
+        return int(self.waited * 1000)
 
     def took(self, entries: int, size: int, now: float) -> None:
         """A request of ``entries`` entries and ``size`` bytes started at ``now``."""
@@ -114,16 +122,16 @@ class RateCap:
         return "RateCap(" + ", ".join(f"{n}={r:g}/s" for n, r in rates) + ")"
 
 
-def rate_cap_for(options: SinkOptions) -> RateCap | None:
-    """This writer's share of the caps the options set (``rateCapShares`` of them), or
-    ``None`` when none is set."""
+def rate_cap_for(options: SinkOptions) -> RateCap:
+    """This writer's share of the caps the options set (``rateCapShares`` of them); one
+    that never holds a request back when none is set."""
     caps = (
         options.max_requests_per_second,
         options.max_entries_per_second,
         options.max_bytes_per_second,
     )
     if not any(caps):
-        return None
+        return RateCap()
     shares = max(1, options.rate_cap_shares)
     requests, entries, bytes_ = (cap / shares for cap in caps)
     return RateCap(

@@ -102,11 +102,10 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
             from ``options`` if omitted.
         ordering: which entries may leave now (an ``Ordering``); ``KeyOrder`` by the
             ``orderingKey`` option's fields if set, else none.
-        exhausted: what becomes of entries the destination answered until they ran out
-            of retries (an ``ExhaustedEntries``); from ``onRetriesExhausted`` if omitted.
-        rate_cap: this writer's share of the job's rate caps (a ``RateCap``); from
-            ``maxRequestsPerSecond`` and the others, split ``rateCapShares`` ways, if
-            omitted (none when no cap is set).
+        exhausted: entries answered until out of retries (an ``ExhaustedEntries``);
+            from ``onRetriesExhausted`` if omitted.
+        rate_cap: its share of the job's rate caps (a ``RateCap``); from the options if
+            omitted.
     """
 
     def __init__(
@@ -136,7 +135,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
             options.dead_letter,
             self.serialize_entry,
             ordering.dead_lettered,
-            limit=options.max_dead_letters,
+            limit=options.max_dead_letters,  # fmt: skip
         )
         self._gate: Gate[EntryT] = Gate(self._buffer, ordering, self._dead_letters, options)
         self._intake: Intake[InputT, EntryT] = Intake(
@@ -161,7 +160,6 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
             exhausted or exhausted_policy(options, self._dead_letters),
         )
         self._rate_cap = rate_cap if rate_cap is not None else rate_cap_for(options)
-        self._cap_until = 0.0  # while later, the rate cap holds requests back
         self._timeout = options.request_timeout_ms / 1000
         self._max_time_in_buffer = options.max_time_in_buffer_ms / 1000
         self._max_buffered = options.max_buffered_requests
@@ -420,11 +418,8 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         while buffer or ahead:
             limit = congestion.capacity(len(calls), self._in_flight_entries)
             now = self._clock = time.monotonic()
-            if limit and cap is not None:
-                wait = cap.wait(now)
-                if wait > 0:  # the rate cap holds requests back: none starts before then
-                    self._cap_until = now + wait
-                    limit = 0
+            if limit and cap.wait(now) > 0:  # the rate cap: none starts before cap.until
+                limit = 0
             if limit and ahead:
                 call = ahead.pop(now)
             else:
@@ -458,8 +453,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
                     continue
             calls[call.info.call_id] = call
             self._in_flight_entries += len(call.run.entries)
-            if cap is not None:
-                cap.took(len(call.run.entries), call.run.size, now)
+            cap.took(len(call.run.entries), call.run.size, now)
             self._tasks.spawn(self._send, call)
             started = True
         if started:
@@ -471,8 +465,8 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         buffer is up, or a retry's backoff), and whether it waits for a request to end."""
         if self._congestion.capacity(len(self._calls), self._in_flight_entries) == 0:
             return None, True  # a completing request pumps and wakes the timer
-        if self._cap_until > time.monotonic() and (self._buffer or self._ahead):
-            return self._cap_until, False  # the rate cap lets the next request start then
+        if self._rate_cap.until > time.monotonic() and (self._buffer or self._ahead):
+            return self._rate_cap.until, False  # the rate cap lets the next one start then
         oldest = self._buffer.oldest_fresh()
         due = oldest + self._max_time_in_buffer if oldest is not None else None
         retry = self._buffer.next_retry()
@@ -659,8 +653,8 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         return self._tally.snapshot(
             written=self._written,
             dead_lettered=self._dead_letters.count,
-            diverted=self._dead_letters.by_cause.get("retries_exhausted", 0),
-            rate_cap_waited_ms=self._cap_waited_ms(),
+            diverted=self._dead_letters.diverted,
+            rate_cap_waited_ms=self._rate_cap.waited_ms,
             **self._log.statistics(),
             failed=self._retry.exhausted,
             buffered=self._gate.buffered + self._ahead.entries(),  # recorded ahead: not sent
@@ -668,9 +662,6 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
             window=self._congestion.window,
             in_flight_limit=self._congestion.limit,
         )
-
-    def _cap_waited_ms(self) -> int:
-        return int(self._rate_cap.waited * 1000) if self._rate_cap is not None else 0
 
     def metric_attributes(self) -> dict[str, str]:
         """The attributes of this writer's metrics: its sink's name (``sink_name``, else
@@ -685,8 +676,8 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
             **self._tally.counts,
             **self._log.statistics(),
             "dead_lettered": self._dead_letters.count,
-            "diverted": self._dead_letters.by_cause.get("retries_exhausted", 0),
-            "rate_cap_waited_ms": self._cap_waited_ms(),
+            "diverted": self._dead_letters.diverted,
+            "rate_cap_waited_ms": self._rate_cap.waited_ms,
             "written": self._written,
             "failed": self._retry.exhausted,
         }

@@ -63,7 +63,8 @@ def test_entries_and_bytes_go_into_debt_by_one_request_at_most() -> None:
 
 
 def test_the_options_split_the_caps_among_shares() -> None:
-    assert rate_cap_for(SinkOptions()) is None
+    assert repr(rate_cap_for(SinkOptions())) == "RateCap()"
+    assert rate_cap_for(SinkOptions()).wait(0.0) == 0
     cap = rate_cap_for(SinkOptions(max_requests_per_second=50, rate_cap_shares=4))
     assert repr(cap) == "RateCap(requests=12.5/s)"
     with pytest.raises(OptionError, match="maxRequestsPerSecond"):
