@@ -490,8 +490,7 @@ class SinkOptions(Options):
         0,
         minimum=0,
         doc="How many writers share the rate caps at once. 0: the Spark entry points set it "
-        "from the partitions and the cluster's cores; a writer outside Spark takes the "
-        "whole cap.",
+        "to the cluster's cores; a writer outside Spark takes the whole cap.",
     )
 
     def __post_init__(self) -> None:

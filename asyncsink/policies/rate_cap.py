@@ -2,8 +2,8 @@
 ``maxBytesPerSecond``.
 
 A SaaS quota holds for the whole account, not per task. The driver splits each cap among
-the tasks that can run at once (``rateCapShares``: the partitions and the cluster's
-cores, see ``asyncsink.spark``), and each writer keeps its share with token buckets, one
+the tasks that can run at once (``rateCapShares``: the cluster's cores, see
+``asyncsink.spark``), and each writer keeps its share with token buckets, one
 per cap given. A request may start when the request bucket holds a whole token and the
 entry and byte buckets are not in debt; starting it takes one request token and as many
 entry and byte tokens as it carries (a bucket may go into debt by one request's worth,

@@ -89,7 +89,10 @@ def _write(df: Any, spec: SinkSpec, identity: RunIdentity) -> list[PartitionResu
     own, so that an interrupt (a notebook's) cancels them (see ``jobs``)."""
     check_workers(df)
     spec.check_master(df)
-    spec = spec.with_rate_shares(_tasks_at_once(df))
+    if spec.rate_capped:
+        # The cluster's cores: the most tasks that can run at once. The partitions are not
+        # counted, since that takes df.rdd, which the Arrow path never touches.
+        spec = spec.with_rate_shares(cores_of(df))
     check_columns(df.schema)
     chunks_task = partial(_chunks_task, spec, identity)
     what = identity.describe(spec.durable.sink_id)
@@ -98,18 +101,6 @@ def _write(df: Any, spec: SinkSpec, identity: RunIdentity) -> list[PartitionResu
             df, chunks_task, as_dicts=spec.reads_mappings, chunked=True
         )
     return results
-
-
-def _tasks_at_once(df: Any) -> int | None:
-    """How many tasks of ``df`` can run at once: its partitions (when a classic session
-    tells) and the cluster's cores, the fewer."""
-    counts = [cores_of(df)]
-    try:
-        counts.append(int(df.rdd.getNumPartitions()))
-    except Exception:  # Spark Connect has no df.rdd
-        pass
-    known = [count for count in counts if count]
-    return min(known) if known else None
 
 
 class BatchSink:

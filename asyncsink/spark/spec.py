@@ -216,16 +216,22 @@ class SinkSpec:
             "opens this same file (not over NFS), set recordStoreScope=machine",
         )
 
+    @property
+    def rate_capped(self) -> bool:
+        """Whether a rate cap is set (``maxRequestsPerSecond``...) and left to the driver
+        to split (no ``rateCapShares``)."""
+        keys = {key.lower() for key in self.options}
+        if not keys & set(_CAPS) or "ratecapshares" in keys:
+            return False
+        caps = [str(v).strip() for k, v in self.options.items() if k.lower() in _CAPS]
+        return not all(cap in ("", "0", "0.0") for cap in caps)
+
     def with_rate_shares(self, shares: int | None) -> SinkSpec:
         """This spec with ``rateCapShares`` set to ``shares`` (the tasks that can run at
         once), when a rate cap is set and the user left ``rateCapShares`` out; ``None``
         (not known): 1, and a warning, so that the cap is never exceeded."""
-        keys = {key.lower() for key in self.options}
-        if not keys & set(_CAPS) or "ratecapshares" in keys:
+        if not self.rate_capped:
             return self
-        caps = [str(v).strip() for k, v in self.options.items() if k.lower() in _CAPS]
-        if all(cap in ("", "0", "0.0") for cap in caps):
-            return self  # every cap given is 0: none
         if shares is None:
             log.warning(
                 "the rate caps (maxRequestsPerSecond...) hold per task here: the number of "
