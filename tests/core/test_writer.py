@@ -572,8 +572,9 @@ async def test_a_writer_starts_from_what_the_last_writer_of_its_destination_lear
     # Connections open at 16; the first answer, as fast as before, takes the learned limit.
     second = FakeWriter(Destination(latency=0.005), options=options)
     assert await limit_after_one_answer(second) > ConcurrencyLimiter.INITIAL
-    # A destination ten times slower than when the limit was learned: start afresh.
-    slower = FakeWriter(Destination(latency=0.05), options=options)
+    # A destination a hundred times slower than when the limit was learned: start afresh
+    # (far past RESUME_SLOWER, even when a busy machine slowed the rounds it learned from).
+    slower = FakeWriter(Destination(latency=0.5), options=options)
     assert await limit_after_one_answer(slower) == ConcurrencyLimiter.INITIAL
 
     class Elsewhere(FakeWriter):
