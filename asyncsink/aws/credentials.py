@@ -191,6 +191,17 @@ class AwsCredentialOptions(Options):
                 "awsRoleSessionName", session, "2 to 64 characters of letters, digits and +=,.@-"
             )
 
+    @property
+    def aws_secrets(self) -> tuple[str, ...]:
+        """The credential values set, for scrubbing messages."""
+        values = (
+            self.aws_access_key_id,
+            self.aws_secret_access_key,
+            self.aws_session_token,
+            self.aws_external_id,
+        )
+        return tuple(value for value in values if value)
+
     def aws_identity(self, region: str | None) -> AwsIdentity:
         """The identity these options name (``region``: where STS is asked)."""
         return AwsIdentity(

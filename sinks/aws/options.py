@@ -55,16 +55,7 @@ class AwsSinkOptions(AwsCredentialOptions, JsonOptions):
         """The region requests go to (``None``: the SDK decides)."""
         return self.region
 
-    @property
-    def secrets(self) -> tuple[str, ...]:
-        """The credential values set, for scrubbing messages."""
-        values = (
-            self.aws_access_key_id,
-            self.aws_secret_access_key,
-            self.aws_session_token,
-            self.aws_external_id,
-        )
-        return tuple(value for value in values if value)
+    secrets = AwsCredentialOptions.aws_secrets  # the credential values, for scrubbing
 
     @property
     def identity(self) -> AwsIdentity:

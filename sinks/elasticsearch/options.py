@@ -378,7 +378,7 @@ class ElasticsearchOptions(ClientOptions, SigningOptions, ClientCertOptions, Jso
         """Every value to keep out of logs and errors: the credentials and the header value
         built from them."""
         values = [self.api_key, self.basic_password, self.bearer_token]
-        values += [self.client_key_password, *self.aws_secrets()]
+        values += [self.client_key_password, *self.aws_secrets]
         for header in self.auth_headers().values():
             values += [header, header.partition(" ")[2]]
         return [value for value in values if value]

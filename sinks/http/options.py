@@ -364,7 +364,7 @@ class HttpOptions(ClientOptions, SigningOptions, ClientCertOptions, JsonOptions)
         those of sensitive-looking query parameters of ``url`` and ``reconcileUrl``
         (``?token=...``, ``&api_key=...``; as written and decoded)."""
         values = [self.bearer_token, self.basic_password, self.api_key]
-        values += [self.oauth2_client_secret, self.client_key_password, *self.aws_secrets()]
+        values += [self.oauth2_client_secret, self.client_key_password, *self.aws_secrets]
         client = self.oauth2_client()
         if client is not None:
             values.append(client.form()[1].get("authorization"))

@@ -328,16 +328,7 @@ class KinesisOptions(AwsCredentialOptions, JsonOptions):
         match = _STREAM_ARN.match(self.stream_arn or "")
         return match.group("region") if match else None
 
-    @property
-    def secrets(self) -> tuple[str, ...]:
-        """The credential values set, for scrubbing messages."""
-        values = (
-            self.aws_access_key_id,
-            self.aws_secret_access_key,
-            self.aws_session_token,
-            self.aws_external_id,
-        )
-        return tuple(value for value in values if value)
+    secrets = AwsCredentialOptions.aws_secrets  # the credential values, for scrubbing
 
     @property
     def identity(self) -> AwsIdentity:

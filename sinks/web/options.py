@@ -198,16 +198,6 @@ class SigningOptions(AwsCredentialOptions):
         source = credential_source(self.aws_identity(self.region))
         return SigV4(source, self.aws_service, self.region, redact=redact)
 
-    def aws_secrets(self) -> list[str]:
-        """The AWS secrets to keep out of logs and errors."""
-        values = [
-            self.aws_access_key_id,
-            self.aws_secret_access_key,
-            self.aws_session_token,
-            self.aws_external_id,
-        ]
-        return [value for value in values if value]
-
 
 @dataclass(frozen=True, kw_only=True, repr=False)
 class ClientCertOptions(Options):
