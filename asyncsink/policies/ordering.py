@@ -1,10 +1,11 @@
 """Ordering: which entries may leave now, so that entries of one key arrive in input order.
 
-A writer asks its ordering policy before each request starts (``admit``), and tells it
-which entries reached an end (``release``): delivered, dead-lettered or out of retries.
+A writer asks its ordering policy as entries come into its buffer (``admit``), and tells
+it which entries reached an end (``release``): delivered, dead-lettered or out of retries.
 
 ``KeyOrder`` (the ``orderingKey`` option) keeps at most one entry of a key out at a time:
-in flight, backing off for a retry, or left unsettled by an earlier attempt of the scope.
+buffered, in flight, backing off for a retry, or left unsettled by an earlier attempt of
+the scope.
 A later entry of that key waits (is *parked*) until the earlier one ends; entries of other
 keys go on, in the same request. A request never holds two entries of one key, so an
 answer item by item cannot reorder them. A failed entry stays its key's entry out until
@@ -18,23 +19,28 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Hashable, Iterator, Sequence
+from itertools import compress, repeat
+from operator import eq, is_, is_not, itemgetter, ne, not_
 from typing import Any, Protocol
 
 from ..errors import OptionError
 
 __all__ = ["NO_ORDERING", "KeyOrder", "Ordering", "key_reader", "ordering_for"]
 
-Parked = tuple[int, Any, int]  # (seq, entry, size)
+Entries = tuple[Sequence[int], list[Any], list[int]]  # seqs, entries, sizes
 KeyOf = Callable[[Sequence[Any]], list[Hashable]]
 
 _MISSING: Any = object()
-_UNHASHABLE = (list, dict)  # map and array values: keyed by their text
+_UNHASHABLE = frozenset((list, dict))  # map and array values: keyed by their text
+_NONE: Entries = ((), [], [])
 
 
 class Ordering(Protocol):
-    """What a writer asks before entries leave, and tells once they ended."""
+    """What a writer asks as entries come in, and tells once they ended."""
 
-    parked: int  # entries held back, waiting for an earlier entry of their key
+    @property
+    def parked(self) -> int:
+        """Entries held back, waiting for an earlier entry of their key."""
 
     def note(self, seqs: Sequence[int], elements: Sequence[Any]) -> None:
         """Entries ``seqs`` were written from ``elements``: learn their keys."""
@@ -43,14 +49,14 @@ class Ordering(Protocol):
         """Entry ``seq`` is out already (an earlier attempt's call, to settle first)."""
 
     def admit(
-        self, seqs: Sequence[int], entries: Sequence[Any], sizes: Sequence[int], whole: bool
+        self, seqs: Sequence[int], entries: Sequence[Any], sizes: Sequence[int]
     ) -> tuple[list[int], list[int]] | None:
-        """Of a batch about to leave: ``None`` when all of it may, else the indexes that
-        may leave and the indexes to dead-letter; the others are parked here. ``whole``:
-        the batch is a call sent again as it was, which leaves whole."""
+        """Of entries about to be buffered: ``None`` when all of them may be, else the
+        indexes that may and the indexes to dead-letter; the others are parked here."""
 
-    def release(self, seqs: Sequence[int]) -> list[Parked]:
-        """Entries ``seqs`` ended: the parked entries that may leave now, in order."""
+    def release(self, seqs: Sequence[int]) -> tuple[Entries, Entries]:
+        """Entries ``seqs`` ended: the parked entries that may go now, and those to
+        dead-letter (an earlier entry of their key went to the dead letters)."""
 
     def dead_lettered(self, seq: int) -> None:
         """Entry ``seq`` went to the dead letters: so do the later entries of its key."""
@@ -68,13 +74,11 @@ class _NoOrdering:
     def hold(self, seq: int) -> None:
         pass
 
-    def admit(
-        self, seqs: Sequence[int], entries: Sequence[Any], sizes: Sequence[int], whole: bool
-    ) -> None:
+    def admit(self, seqs: Sequence[int], entries: Sequence[Any], sizes: Sequence[int]) -> None:
         return None
 
-    def release(self, seqs: Sequence[int]) -> list[Parked]:
-        return []
+    def release(self, seqs: Sequence[int]) -> tuple[Entries, Entries]:
+        return _NONE, _NONE
 
     def dead_lettered(self, seq: int) -> None:
         pass
@@ -89,6 +93,12 @@ NO_ORDERING: Ordering = _NoOrdering()
 class KeyOrder:
     """At most one entry of a key out at a time; see the module.
 
+    An entry is out from the moment it is buffered until it ends, so the buffer holds at
+    most one entry of a key and a request cut from it never holds two. The entries of a
+    key form a chain: the one out, then the parked ones, each linked to the next. Whole
+    runs of entries are parked and freed with dict methods mapped over them, not with a
+    Python step per entry; only a key met twice in one run takes one.
+
     Args:
         key_of: the keys of a sequence of elements, in order (see ``key_reader``).
     """
@@ -96,10 +106,15 @@ class KeyOrder:
     def __init__(self, key_of: KeyOf) -> None:
         self._key_of = key_of
         self._keys: dict[int, Hashable] = {}  # seq -> key, until the entry ends
-        self._out: dict[Hashable, int] = {}  # key -> the seq of its entry out
-        self._waiting: dict[Hashable, deque[Parked]] = {}
+        self._last: dict[Hashable, int] = {}  # key -> its latest entry, out or parked
+        self._next: dict[int, int] = {}  # seq -> the parked entry of its key after it
+        self._entries: dict[int, Any] = {}  # parked seq -> entry
+        self._sizes: dict[int, int] = {}  # parked seq -> size
         self._dead: set[Hashable] = set()  # keys whose later entries follow a dead letter
-        self.parked = 0
+
+    @property
+    def parked(self) -> int:
+        return len(self._entries)
 
     def note(self, seqs: Sequence[int], elements: Sequence[Any]) -> None:
         self._keys.update(zip(seqs, self._key_of(elements), strict=True))
@@ -107,55 +122,59 @@ class KeyOrder:
     def hold(self, seq: int) -> None:
         key = self._keys.get(seq, _MISSING)
         if key is not _MISSING:
-            self._out.setdefault(key, seq)
+            self._last.setdefault(key, seq)
 
     def admit(
-        self, seqs: Sequence[int], entries: Sequence[Any], sizes: Sequence[int], whole: bool
+        self, seqs: Sequence[int], entries: Sequence[Any], sizes: Sequence[int]
     ) -> tuple[list[int], list[int]] | None:
-        key_of, out_of, out = self._keys.get, self._out.get, self._out
-        waiting, dead = self._waiting, self._dead
-        leave: list[int] = []
-        letters: list[int] = []
-        for index, seq in enumerate(seqs):
-            key = key_of(seq, _MISSING)
-            if key is _MISSING:  # not written through this writer (a restored snapshot)
-                leave.append(index)
-                continue
-            owner = out_of(key)
-            if owner is None or owner == seq or whole:
-                if dead and key in dead and not whole:
-                    letters.append(index)
-                    continue
-                out[key] = seq
-                leave.append(index)
-            else:  # a waiting key always has an entry out
-                queue = waiting.get(key)
-                if queue is None:
-                    queue = waiting[key] = deque()
-                queue.append((seq, entries[index], sizes[index]))
-        self.parked += len(seqs) - len(leave) - len(letters)
-        if not letters and len(leave) == len(seqs):
-            return None
+        last, dead = self._last, self._dead
+        keys = list(map(self._keys.get, seqs, repeat(_MISSING)))
+        before: list[Any] = list(map(last.get, keys))  # the entry each waits for, or None
+        count = len(keys)
+        firsts = dict(
+            zip(reversed(keys), range(count - 1, -1, -1), strict=True)
+        )  # key -> first index
+        if len(firsts) < count:  # a key twice in the run: each waits for the one before
+            later = map(ne, map(firsts.__getitem__, keys), range(count))
+            for index in compress(range(count), later):
+                key = keys[index]
+                before[index], firsts[key] = seqs[firsts[key]], index
+        last.update(zip(keys, seqs, strict=True))
+        if _MISSING in firsts:  # entries not written through this writer wait for none
+            del last[_MISSING]
+            before = [None if k is _MISSING else b for k, b in zip(keys, before, strict=True)]
+        if before.count(None) == count and not dead:
+            return None  # the common case: no key of the run is out
+        waits = list(map(is_not, before, repeat(None)))
+        parked = list(compress(seqs, waits))
+        self._next.update(zip(compress(before, waits), parked, strict=True))
+        self._entries.update(zip(parked, compress(entries, waits), strict=True))
+        self._sizes.update(zip(parked, compress(sizes, waits), strict=True))
+        leave = list(compress(range(count), map(not_, waits)))
+        if not dead:
+            return leave, []
+        letters = [index for index in leave if keys[index] in dead]
+        if letters:  # out until its dead letter ends it
+            leave = [index for index in leave if keys[index] not in dead]
         return leave, letters
 
-    def release(self, seqs: Sequence[int]) -> list[Parked]:
-        pop_key, out_of, out, waiting = self._keys.pop, self._out.get, self._out, self._waiting
-        freed: list[Parked] = []
-        for seq in seqs:
-            key = pop_key(seq, _MISSING)
-            if key is _MISSING or out_of(key) != seq:
-                continue
-            queue = waiting.get(key)
-            if queue is None:
-                del out[key]
-                continue
-            head = queue.popleft()
-            if not queue:
-                del waiting[key]
-            out[key] = head[0]
-            freed.append(head)
-        self.parked -= len(freed)
-        return freed
+    def release(self, seqs: Sequence[int]) -> tuple[Entries, Entries]:
+        last = self._last
+        keys = list(map(self._keys.pop, seqs, repeat(_MISSING)))
+        after: list[Any] = list(map(self._next.pop, seqs, repeat(None)))
+        # An entry with none after it frees its key, if the key was out by it.
+        ends = list(map(is_, after, repeat(None)))
+        tails = list(compress(keys, ends))
+        freeing = map(eq, map(last.get, tails), compress(seqs, ends))
+        deque(map(last.pop, compress(tails, freeing)), maxlen=0)
+        freed = list(compress(after, map(not_, ends)))
+        if not freed:
+            return _NONE, _NONE
+        go = freed, list(map(self._entries.pop, freed)), list(map(self._sizes.pop, freed))
+        if not self._dead:
+            return go, _NONE
+        dead = [self._keys[seq] in self._dead for seq in freed]
+        return _split(go, list(map(not_, dead))), _split(go, dead)
 
     def dead_lettered(self, seq: int) -> None:
         key = self._keys.get(seq, _MISSING)
@@ -163,9 +182,11 @@ class KeyOrder:
             self._dead.add(key)
 
     def __iter__(self) -> Iterator[tuple[int, Any]]:
-        for queue in self._waiting.values():
-            for seq, entry, _ in queue:
-                yield seq, entry
+        return iter(list(self._entries.items()))
+
+
+def _split(entries: Entries, mask: list[bool]) -> Entries:
+    return tuple(list(compress(part, mask)) for part in entries)  # type: ignore[return-value]
 
 
 def key_reader(fields: Sequence[str]) -> KeyOf:
@@ -181,10 +202,10 @@ def key_reader(fields: Sequence[str]) -> KeyOf:
         columns = (
             _arrow_columns(batch, names)
             if batch is not None
-            else [[_field(e, name) for e in elements] for name in names]
+            else [_column(elements, name) for name in names]
         )
         values = columns[0] if len(columns) == 1 else list(zip(*columns, strict=True))
-        if any(type(value) in _UNHASHABLE for value in values):
+        if not _UNHASHABLE.isdisjoint(map(type, values)):
             return [repr(value) if type(value) in _UNHASHABLE else value for value in values]
         return values
 
@@ -201,9 +222,9 @@ def _arrow_columns(batch: Any, names: list[str]) -> list[list[Any]]:
     return columns
 
 
-def _field(element: Any, name: str) -> Any:
+def _column(elements: Sequence[Any], name: str) -> list[Any]:
     try:
-        return element[name]
+        return list(map(itemgetter(name), elements))
     except (KeyError, IndexError, TypeError, ValueError):
         raise OptionError("orderingKey", name, "a field of every row") from None
 

@@ -137,7 +137,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
             ordering.dead_lettered,
             limit=options.max_dead_letters,  # fmt: skip
         )
-        self._gate: Gate[EntryT] = Gate(self._buffer, ordering, self._dead_letters, options)
+        self._gate: Gate[EntryT] = Gate(self._buffer, ordering, self._dead_letters)
         self._intake: Intake[InputT, EntryT] = Intake(
             self, options.max_record_size_in_bytes, self._dead_letters, self._log, self._fail
         )
@@ -333,7 +333,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         if self._log.recovering and self._gate.replayed(self._log, seq, entry, size, now):
             self._take_from_log()
             return self._log.needs_sync
-        buffer.append(seq, entry, size, now)
+        self._gate.append(seq, entry, size, now)
         limit = self._congestion.batch_limit()
         if buffer.fresh_count >= limit or buffer.fresh_bytes >= self._max_bytes:
             return self._pump()
@@ -359,7 +359,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         if not buffer.fresh_count:
             self._timer.wake()
         self._clock = now = time.monotonic()
-        buffer.extend(run, now)
+        self._gate.add(run, now)
         limit = self._congestion.batch_limit()
         if buffer.fresh_count >= limit or buffer.fresh_bytes >= self._max_bytes:
             return self._pump()
@@ -439,7 +439,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
                 )
                 if not send_fresh and not buffer.has_ready_retry(now):
                     break
-                run, pinned = self._gate.cut(limit, now, send_fresh)
+                run, pinned = buffer.take(limit, self._max_bytes, now, include_fresh=send_fresh)
                 if run is None:
                     break
                 try:

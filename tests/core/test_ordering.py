@@ -170,3 +170,62 @@ async def test_a_missing_key_field_names_the_option() -> None:
     with pytest.raises(OptionError, match="orderingKey"):
         async with writer:
             await writer.write({"key": "a"})
+
+
+def keyed(*keys: str) -> KeyOrder:
+    """A ``KeyOrder`` that has noted entries 0.. with ``keys``."""
+    order = KeyOrder(key_reader(["k"]))
+    order.note(range(len(keys)), [{"k": key} for key in keys])
+    return order
+
+
+def admitted(order: KeyOrder, seqs: range) -> list[int]:
+    verdict = order.admit(seqs, [f"e{seq}" for seq in seqs], [1] * len(seqs))
+    return list(seqs) if verdict is None else [seqs[i] for i in verdict[0]]
+
+
+def test_a_key_met_several_times_in_one_run_forms_a_chain() -> None:
+    order = keyed("a", "b", "a", "c", "a", "b")
+    assert admitted(order, range(6)) == [0, 1, 3]
+    assert order.parked == 3 and sorted(order) == [(2, "e2"), (4, "e4"), (5, "e5")]
+    freed, letters = order.release([0, 1])
+    assert (list(freed[0]), freed[1], letters[0]) == ([2, 5], ["e2", "e5"], ())
+    assert list(order.release([2])[0][0]) == [4]  # the third "a" only after the second
+    assert list(order.release([3, 4, 5])[0][0]) == [] and order.parked == 0
+    assert admitted(order, range(6, 6)) == []  # nothing left out: every key is free
+
+
+def test_a_later_run_waits_for_the_keys_out_and_an_ended_key_is_free() -> None:
+    order = keyed("a", "b", "a", "b", "c")
+    assert admitted(order, range(2)) == [0, 1]
+    order.release([1])  # "b" ends before its next entry comes in
+    assert admitted(order, range(2, 5)) == [3, 4]  # "a" is still out by 0
+    assert list(order.release([0])[0][0]) == [2]
+
+
+def test_entries_not_written_through_the_writer_wait_for_nothing() -> None:
+    order = keyed("a")
+    assert admitted(order, range(100, 103)) == [100, 101, 102]  # a restored snapshot
+    assert admitted(order, range(1)) == [0]
+    assert order.release([100, 0]) == (((), [], []), ((), [], []))
+
+
+def test_an_earlier_attempts_call_holds_its_key() -> None:
+    order = keyed("a", "a", "b")
+    order.hold(0)
+    assert admitted(order, range(1, 3)) == [2]
+    assert list(order.release([0])[0][0]) == [1]
+
+
+def test_after_a_dead_letter_the_rest_of_its_key_are_letters() -> None:
+    order = keyed("a", "a", "a", "b")
+    assert admitted(order, range(2)) == [0]
+    order.dead_lettered(0)
+    freed, letters = order.release([0])
+    assert (list(freed[0]), list(letters[0])) == ([], [1])  # parked before it died
+    assert order.admit(range(2, 4), ["e2", "e3"], [1, 1]) == ([1], [])  # "a" waits for 1
+    freed, letters = order.release([1])
+    assert (list(freed[0]), list(letters[0])) == ([], [2])
+    order.release([2])
+    order.note(range(4, 5), [{"k": "a"}])
+    assert order.admit(range(4, 5), ["e4"], [1]) == ([], [0])  # a fresh one too

