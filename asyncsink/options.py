@@ -454,8 +454,10 @@ class SinkOptions(Options):
     dead_letter: str | Callable[..., Any] | None = option(
         None,
         kind="object",
-        doc="Where bad records go instead of failing the task: a JSON-lines file path, or "
-        "(from Python) a callable taking a DeadLetter.",
+        doc="Where bad records go instead of failing the task: a directory URL every "
+        "executor reaches (file://, s3://, gs://, abfss://, hdfs://; read it back with "
+        "spark.read.json), a JSON-lines file path on each machine, or (from Python) a "
+        "callable taking a DeadLetter. See [Dead letters](errors.md#dead-letters).",
     )
 
     on_retries_exhausted: Literal["fail", "deadLetter"] = option(
@@ -469,6 +471,13 @@ class SinkOptions(Options):
         minimum=0,
         doc="Most records one task hands to the dead letters (bad records and entries out "
         "of retries); the next one fails the task, saying how many went where.",
+    )
+    max_dead_letter_bytes: int = option(
+        64 * 1024 * 1024,
+        kind="size",
+        minimum=1,
+        doc="Most bytes of records one task hands to the dead letters, which a directory "
+        "URL keeps in memory until the task's barrier; the next record fails the task.",
     )
 
     max_requests_per_second: float = option(
@@ -516,6 +525,8 @@ class SinkOptions(Options):
             raise OptionError("deadLetter", letter, "a file path or a callable, not blank")
         if not (letter is None or isinstance(letter, str)) and not callable(letter):
             raise OptionError("deadLetter", letter, "a file path or a callable")
+        if isinstance(letter, str):
+            _check_letter_url(letter)
 
     def _at_most(self, name: str, bound: str) -> None:
         """Option ``name`` may not exceed option ``bound``; the error says so, and when
@@ -527,3 +538,17 @@ class SinkOptions(Options):
         if value == next(f.default for f in dataclasses.fields(self) if f.name == name):
             rule += f"; {value} is its default, above the {spark_name(bound)} given: lower it too"
         raise OptionError(spark_name(name), value, rule)
+
+
+def _check_letter_url(target: str) -> None:
+    """A ``deadLetter`` URL must name a file system pyarrow opens.
+
+    Raises:
+        OptionError: it names another scheme.
+    """
+    from .policies.dead_letter_files import SCHEMES, directory_scheme
+
+    scheme = directory_scheme(target)
+    if scheme is not None and scheme not in SCHEMES:
+        rule = "a directory URL of " + ", ".join(f"{s}://" for s in SCHEMES) + ", or a file path"
+        raise OptionError("deadLetter", mask_url(target), rule)

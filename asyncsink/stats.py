@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "DeadLetterCauses",
     "LatencyHistogram",
     "RequestSizes",
     "Tally",
@@ -91,6 +92,24 @@ class RequestSizes:
         return RequestSizes.of(merged)
 
 
+@dataclass(frozen=True, slots=True)
+class DeadLetterCauses:
+    """How many entries went to the dead letters for each cause: ``(cause, entries)``
+    pairs, by cause (``bad_record``, ``rejected``, ``retries_exhausted``, ``ordering``)."""
+
+    counts: tuple[tuple[str, int], ...] = ()
+
+    @classmethod
+    def of(cls, counts: Mapping[str, int]) -> DeadLetterCauses:
+        return cls(tuple(sorted((cause, n) for cause, n in counts.items() if n)))
+
+    def __add__(self, other: DeadLetterCauses) -> DeadLetterCauses:
+        merged = dict(self.counts)
+        for cause, entries in other.counts:
+            merged[cause] = merged.get(cause, 0) + entries
+        return DeadLetterCauses.of(merged)
+
+
 def new_latency_counts() -> list[int]:
     """A mutable histogram for a writer to fill; freeze it with ``LatencyHistogram.of``."""
     return [0] * len(_BOUNDS)
@@ -111,7 +130,8 @@ class WriterStatistics:
     destination had superseded: a versioned write it refused because it holds a newer
     version (the Elasticsearch sink's ``versionField``); they changed nothing.
     ``diverted`` counts the ``dead_lettered`` entries that went there out of retries
-    (``onRetriesExhausted=deadLetter``), not as bad records. ``rate_cap_waited_ms`` is
+    (``onRetriesExhausted=deadLetter``), not as bad records; ``dead_letter_causes``
+    splits ``dead_lettered`` by cause. ``rate_cap_waited_ms`` is
     how long requests were held back by the rate caps (``maxRequestsPerSecond``...).
     ``window`` (the AIMD window, in entries) and ``in_flight_limit`` (the requests
     allowed in flight, adapted to their latency) are the limits when the
@@ -146,6 +166,7 @@ class WriterStatistics:
     in_flight_limit: int = 0
     latency: LatencyHistogram = field(default_factory=LatencyHistogram)
     request_entries: RequestSizes = field(default_factory=RequestSizes)
+    dead_letter_causes: DeadLetterCauses = field(default_factory=DeadLetterCauses)
 
     @property
     def p50_ms(self) -> float | None:
@@ -287,12 +308,12 @@ class Tally:
         self.latency[LatencyHistogram.bucket(seconds * 1000)] += 1
         self.sizes[entries] = self.sizes.get(entries, 0) + 1
 
-    def snapshot(self, **more: int) -> WriterStatistics:
+    def snapshot(self, **more: Any) -> WriterStatistics:
         """The statistics: these counts, and ``more`` (the writer's other counts and
         levels)."""
+        values: dict[str, Any] = {**self.counts, **more}
         return WriterStatistics(
-            **self.counts,
-            **more,
+            **values,
             latency=LatencyHistogram.of(self.latency),
             request_entries=RequestSizes.of(self.sizes),
         )

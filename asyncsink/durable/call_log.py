@@ -109,6 +109,7 @@ class CallLog:
         self._resend: dict[int, int] = {}  # seq -> call id, for calls to re-send
         self._collected: dict[int, dict[int, Released]] = {}
         self._released: list[Released] = []
+        self._rejected: list[tuple[int, Any, str]] = []  # replayed dead letters, with reasons
         self._resends: list[tuple[CallInfo, list[Released]]] = []
         self._requeued: set[int] = set()  # calls of earlier attempts re-sent whole
         self._queue: dict[str, bytes] = {}
@@ -286,10 +287,18 @@ class CallLog:
                 self._resends.append((self._info(record), parts))
                 self._requeued.add(call_id)
         else:
-            self.skipped += 1
+            reason = record.rejected.get(seq)
+            if reason is None:
+                self.skipped += 1
+            else:
+                self._rejected.append((seq, entry, reason))
             self.digest.add((crc,))
         self.recovering = bool(self._done or self._resend)
         return True
+
+    def take_rejected(self) -> list[tuple[int, Any, str]]:
+        rejected, self._rejected = self._rejected, []
+        return rejected
 
     def _diverged(self, record: CallRecord, seq: int) -> None:
         # Calls already re-sent whole matched entry by entry: they stay.

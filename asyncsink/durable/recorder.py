@@ -52,6 +52,11 @@ class CallRecorder(Protocol):
     def take_released(self) -> tuple[list[Released], list[tuple[CallInfo, list[Released]]]]:
         """Entries to send as new, and whole calls of earlier attempts to re-send."""
 
+    def take_rejected(self) -> list[tuple[int, Any, str]]:
+        """Replayed entries an earlier attempt's answer settled as dead letters (rejected,
+        or out of retries), with their reasons: the writer hands them to its dead letters
+        again, since only the letters of the attempt Spark takes are kept."""
+
     def skip_completed(self, entries: Sequence[Any], count: int | None = None) -> None:
         """Elements of a completed scope: counted and digested, never sent."""
 
@@ -116,6 +121,9 @@ class NoRecords:
 
     def take_released(self) -> tuple[list[Released], list[tuple[CallInfo, list[Released]]]]:
         return [], []
+
+    def take_rejected(self) -> list[tuple[int, Any, str]]:
+        return []
 
     def skip_completed(self, entries: Sequence[Any], count: int | None = None) -> None:
         raise AssertionError("a writer without call records has no completed scope")

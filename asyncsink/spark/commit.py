@@ -17,6 +17,9 @@ session nor its tasks carry the query's id: ``StreamRuns`` then reads it from th
 checkpoint (its ``metadata`` file, through Spark), which the user names; without that
 name a ``sinkId`` fails loudly rather than guess a run.
 
+**Dead letters.** A ``deadLetter`` directory's files are published at the same moment,
+from the attempts Spark took (see ``letters``).
+
 **Completion.** Only when Spark committed (every partition of a ``foreachBatch`` or
 ``foreach_partition`` returned, a data source's ``commit``) does the driver complete the
 scopes the tasks reported: sealed with their summaries, or, for a fresh run, deleted
@@ -40,6 +43,7 @@ from ..stats import WriterStatistics
 from ..stores import Scope, open_store
 from ..telemetry import configure_from_environment, record_committed
 from .connect import is_connect
+from .letters import discard_letters, publish_letters
 from .runner import PartitionResult
 from .spec import SinkSpec
 
@@ -158,8 +162,8 @@ class StreamRuns:
                 ``checkpoint_location``; or the checkpoint does not belong to the query.
         """
         sink_id = self.spec.durable.sink_id
-        if sink_id is None:
-            return RunIdentity("", batch_id)  # no call records: no run to name
+        if sink_id is None:  # no call records: the run only names dead-letter files
+            return stream_identity(df, batch_id) or RunIdentity(self._own_run, batch_id)
         if is_connect(df):
             return RunIdentity(self._remote_run(df, batch_id, sink_id), batch_id)
         identity = stream_identity(df, batch_id)
@@ -283,10 +287,12 @@ def commit_run(
     completed_by: str,
     stream: bool = False,
 ) -> WriterStatistics:
-    """Spark committed the run's work: complete its scopes, apply retention, and say on
-    the driver what was skipped. Returns the summed statistics.
+    """Spark committed the run's work: publish its dead letters, complete its scopes,
+    apply retention, and say on the driver what was skipped. Returns the summed
+    statistics.
 
     Raises:
+        OSError: the dead letters cannot be published (see ``letters``).
         ReplayMismatchError: the batch was completed before in another number of
             partitions (a re-run of a named run over other input).
         DurableError: the record store cannot be written (the data is delivered; the
@@ -297,6 +303,7 @@ def commit_run(
     configure_from_environment()  # under Spark Connect and in a data source's commit,
     # this process is Spark's: only the OTEL_* variables can configure it
     record_committed((result.statistics, result.attributes) for result in results)
+    publish_letters(result.letters for result in results)
     sink_id = spec.durable.sink_id
     if sink_id is None:
         return total
@@ -329,8 +336,10 @@ def drop_failed_run(spec: SinkSpec, identity: RunIdentity) -> None:
     """A write failed: stop its attempts that Spark has not stopped yet, whose next record
     write is then fenced before they send more. A fresh run's records are dropped (the
     next write is a new run); a named run's scopes are taken, bumping their epochs, and
-    keep their records for the retry. Best effort: a store that fails is logged, not
-    raised."""
+    keep their records for the retry; a fresh run's staged dead letters are deleted.
+    Best effort: a store that fails is logged, not raised."""
+    if identity.fresh:
+        discard_letters(spec, identity.run, identity.batch_id)
     sink_id = spec.durable.sink_id
     if sink_id is None:
         return

@@ -42,6 +42,7 @@ from pyspark.sql.datasource import (
 
 from ..durable.completion import ScopeSummary
 from ..plugins.sinks import SinkEntry, sink_entry, sink_names
+from ..policies.dead_letter_files import StagedLetters
 from ..stats import WriterStatistics
 from .arrow import batch_chunks, check_columns
 from .commit import (
@@ -51,6 +52,7 @@ from .commit import (
     drop_failed_run,
     task_stream_run,
 )
+from .letters import discard_letters
 from .preflight import check_workers
 from .runner import PartitionResult, run_chunks
 from .spec import SinkSpec, cores_of, master_of
@@ -76,15 +78,16 @@ class AsyncSinkCommitMessage(WriterCommitMessage):
     statistics: WriterStatistics
     summary: ScopeSummary | None = None
     attributes: dict[str, str] = field(default_factory=dict)
+    letters: StagedLetters | None = None
 
     @classmethod
     def of(cls, result: PartitionResult) -> AsyncSinkCommitMessage:
-        return cls(result.statistics, result.summary, result.attributes)
+        return cls(result.statistics, result.summary, result.attributes, result.letters)
 
 
 def _results(messages: list[Any]) -> list[PartitionResult]:
     return [
-        PartitionResult(message.statistics, message.summary, message.attributes)
+        PartitionResult(message.statistics, message.summary, message.attributes, message.letters)
         for message in messages
         if isinstance(message, AsyncSinkCommitMessage)
     ]
@@ -127,6 +130,7 @@ class _BatchWriter(_Tasks, DataSourceArrowWriter):
         total, failed = _sum(messages)
         if self.spec.durable.sink_id is None:
             kept = ""
+            discard_letters(self.spec, self.identity.run, self.identity.batch_id)
         elif self.identity.fresh:
             kept = "; its call records are dropped (without batchId, nothing replays it)"
             drop_failed_run(self.spec, self.identity)

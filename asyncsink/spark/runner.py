@@ -14,7 +14,8 @@ writer is stopped, keeps what it knows in its call records, and the error propag
 
 A partition that passed its barrier is still not done: its ``PartitionResult`` carries
 the scope's summary back to the driver, which completes the scope once Spark committed
-(see ``asyncsink.durable.completion``).
+(see ``asyncsink.durable.completion``), and the dead letters it staged, which the driver
+then publishes (see ``letters``).
 """
 
 from __future__ import annotations
@@ -37,9 +38,11 @@ from anyio.from_thread import BlockingPortal
 from ..durable.call_log import CallLog
 from ..durable.completion import ScopeSummary
 from ..errors import FatalError
+from ..policies.dead_letter_files import DeadLetterFiles, StagedLetters
 from ..stats import WriterStatistics
 from ..stores import RecordStore, Scope, open_store
 from ..telemetry import configure_from_environment
+from .letters import task_letters
 from .spec import SinkSpec
 
 __all__ = ["PartitionResult", "run_chunks", "run_partition", "task_scope"]
@@ -93,6 +96,7 @@ class PartitionResult:
     statistics: WriterStatistics
     summary: ScopeSummary | None = None
     attributes: dict[str, str] = field(default_factory=dict)  # of the writer's metrics
+    letters: StagedLetters | None = None  # dead letters staged, for the driver to publish
 
 
 def task_scope(spec: SinkSpec, run: str, batch_id: int) -> Scope | None:
@@ -130,7 +134,8 @@ def run_chunks(
     scope = task_scope(spec, run, batch_id)
     portal = _worker_portal()
     send, receive = portal.call(_channel)
-    future = portal.start_task_soon(_deliver, spec, scope, receive)
+    letters = task_letters(spec, run, batch_id)
+    future = portal.start_task_soon(_deliver, spec, scope, receive, letters)
     iterator: Iterator[Sequence[Any]] = iter(chunks)
     try:
         while not future.done():
@@ -181,13 +186,16 @@ async def _channel() -> tuple[ObjectSendStream[Sequence[Any]], ObjectReceiveStre
 
 
 async def _deliver(
-    spec: SinkSpec, scope: Scope | None, receive: ObjectReceiveStream[Sequence[Any]]
+    spec: SinkSpec,
+    scope: Scope | None,
+    receive: ObjectReceiveStream[Sequence[Any]],
+    letters: DeadLetterFiles | None,
 ) -> PartitionResult:
     configure_from_environment()
     async with receive:  # closed on every exit, so the reading thread never blocks
         store = _store(spec.durable.store_url) if scope is not None else None
         call_log = CallLog(store, scope) if store is not None and scope is not None else None
-        writer = spec.build(call_log=call_log)
+        writer = spec.build(call_log=call_log, dead_letter=letters)
         try:
             async with writer:
                 async for chunk in receive:
@@ -201,4 +209,5 @@ async def _deliver(
     stats = writer.statistics()
     log.info("%s: %s", scope or "partition", stats.summary())
     summary = call_log.summary() if call_log is not None else None
-    return PartitionResult(stats, summary, writer.metric_attributes())
+    staged = letters.staged() if letters is not None else None
+    return PartitionResult(stats, summary, writer.metric_attributes(), staged)

@@ -22,6 +22,7 @@ from ..errors import DurableError, OptionError
 from ..masking import mask_url
 from ..options import Options, SinkOptions, option, option_specs, parse_options, raise_unknown
 from ..plugins.sinks import SinkEntry, sink_entry
+from ..policies.dead_letter_files import directory_scheme
 from ..stores import check_store_url, default_store_url, open_store
 from ..stores.urls import parse_sqlite_url
 from ..writer import AsyncSinkWriter
@@ -93,8 +94,9 @@ class DurableOptions(Options):
     )
     record_store_scope: Literal["cluster", "machine"] = option(
         "cluster",
-        doc="Who must reach the record store: cluster (every executor; sqlite:// is refused "
-        "off local[...]) or machine (every executor runs on this machine). See [Record "
+        doc="Who must reach the record store and a deadLetter file: cluster (every "
+        "executor; sqlite:// and a deadLetter file path are refused off local[...]) or "
+        "machine (every executor runs on this machine). See [Record "
         "stores](record-stores.md).",
     )
     retain_batches: int = option(
@@ -176,11 +178,23 @@ class SinkSpec:
         object.__setattr__(self, "durable", dataclasses.replace(self.durable, record_store=pinned))
         return self
 
+    @property
+    def dead_letter_directory(self) -> str | None:
+        """The ``deadLetter`` option when it is a directory URL (see
+        ``asyncsink.policies.dead_letter_files``), else ``None``."""
+        target = self._dead_letter()
+        return target if target is not None and directory_scheme(target) else None
+
+    def _dead_letter(self) -> str | None:
+        found = [v for k, v in self.options.items() if k.lower() in ("deadletter", "dead_letter")]
+        return found[0] if found and isinstance(found[0], str) and found[0].strip() else None
+
     def check_master(self, where: Any) -> None:
-        """Refuse a record store that only this machine holds when the Spark master runs
-        executors elsewhere: each would keep records of its own, a task retried on
-        another executor would send again what the first attempt delivered, and the
-        driver's seal would not reach them.
+        """Refuse a record store, or a ``deadLetter`` file, that only this machine holds
+        when the Spark master runs executors elsewhere. Each executor would keep records
+        of its own: a task retried on another executor would send again what the first
+        attempt delivered, and the driver's seal would not reach them. Dead letters would
+        lie scattered over the executors' disks, where nobody looks.
 
         ``where`` is the master URL, or a DataFrame or session to read it from (its conf
         ``spark.master``, which a Spark Connect client and the Connect server's
@@ -188,19 +202,37 @@ class SinkSpec:
 
         Only ``local`` and ``local[...]`` keep every task on this machine;
         ``local-cluster[...]`` and every cluster manager do not. ``recordStoreScope=machine``
-        says that every executor reaches the same SQLite file after all.
+        says that every executor reaches the same SQLite file, and the same dead-letter
+        file, after all.
 
         Raises:
-            OptionError: the store is a SQLite file and the master is not local.
+            OptionError: the store is a SQLite file, or ``deadLetter`` a file path, and
+                the master is not local.
         """
-        durable = self.durable
-        url = durable.store_url
-        if durable.sink_id is None or durable.record_store_scope == "machine":
-            return
-        if not url.lower().startswith("sqlite:"):
+        if self.durable.record_store_scope == "machine":
             return
         master = where if where is None or isinstance(where, str) else master_of(where)
         if master is None or is_local_master(master):
+            return
+        letter = self._dead_letter()
+        if letter is not None and not directory_scheme(letter):
+            raise OptionError(
+                "deadLetter",
+                "",
+                "",
+                message=f"option 'deadLetter': {letter!r} is a file on each machine, but "
+                f"master {master!r} runs executors on other machines: each would write "
+                "its own file there, where nobody looks. Give a directory every executor "
+                "reaches (file:///shared/mount/..., s3://..., gs://..., abfss://..., "
+                "hdfs://...); if every executor runs on this machine, set "
+                "recordStoreScope=machine",
+            )
+        self._check_store_master(master)
+
+    def _check_store_master(self, master: str) -> None:
+        durable = self.durable
+        url = durable.store_url
+        if durable.sink_id is None or not url.lower().startswith("sqlite:"):
             return
         given = any(key.lower() == "recordstore" for key in self.options)
         what = f"{mask_url(url)!r}" if given else f"the default record store {mask_url(url)!r}"
@@ -260,16 +292,22 @@ class SinkSpec:
             )
         return self
 
-    def build(self, call_log: CallRecorder | None = None) -> AsyncSinkWriter[Any, Any]:
-        """A new writer for one partition (not opened yet).
+    def build(
+        self, call_log: CallRecorder | None = None, dead_letter: Any = None
+    ) -> AsyncSinkWriter[Any, Any]:
+        """A new writer for one partition (not opened yet); ``dead_letter``, when given,
+        is its dead-letter target in place of the ``deadLetter`` option.
 
         Raises:
             OptionError: an option is unknown, missing or invalid.
             ValueError, ImportError: the sink cannot be found.
         """
-        writer: AsyncSinkWriter[Any, Any] = self._entry.build(
-            self.writer_options, call_log=call_log
-        )
+        options = self.writer_options
+        if dead_letter is not None:
+            own = ("deadletter", "dead_letter")
+            options = {k: v for k, v in options.items() if k.lower() not in own}
+            options["deadLetter"] = dead_letter
+        writer: AsyncSinkWriter[Any, Any] = self._entry.build(options, call_log=call_log)
         return writer
 
     @property

@@ -10,7 +10,9 @@ where it was counted.
   committed a micro-batch or job (each entry counted once), ``live`` for what a writer
   records as it runs (tasks Spark later retried included). Sum one of the two, never both;
 - ``error.type`` (semantic conventions): on failed requests and their durations, reported
-  live: ``timeout``, or the error's class name.
+  live: ``timeout``, or the error's class name;
+- ``asyncsink.dead_letter.cause``: on dead-lettered entries, why: ``bad_record``,
+  ``rejected``, ``retries_exhausted`` or ``ordering``.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ SINK_ID = "asyncsink.sink.id"
 DESTINATION = "asyncsink.destination.name"
 REPORT = "asyncsink.report"
 ERROR_TYPE = "error.type"
+CAUSE = "asyncsink.dead_letter.cause"
 
 
 def sink_attributes(sink: str, destination: str, sink_id: str | None) -> dict[str, str]:

@@ -2,7 +2,8 @@
 
 The tasks bring their statistics back (``foreach_*`` as partition results, the data
 sources in commit messages), each with its writer's attributes. The driver adds every
-counter of ``INSTRUMENTS`` that a statistics field feeds, and for each request one
+counter of ``INSTRUMENTS`` that a statistics field feeds (dead letters once per cause,
+with its attribute), and for each request one
 entries-per-request observation and one request-duration observation, at the middle of
 the latency bucket the writer counted it in (within 12% of the measured time). Nothing is
 recorded without an SDK.
@@ -14,14 +15,17 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..stats import WriterStatistics
-from .attributes import COMMITTED, REPORT, Attributes
+from .attributes import CAUSE, COMMITTED, REPORT, Attributes
 from .instruments import INSTRUMENTS, Kind
 from .meter import Instruments, active_instruments
 
 __all__ = ["record_committed"]
 
+_DEAD_LETTERED = "asyncsink.entries.dead_lettered"  # recorded by cause
 _COUNTERS = tuple(
-    (spec.field, spec.name) for spec in INSTRUMENTS if spec.kind is Kind.COUNTER and spec.field
+    (spec.field, spec.name)
+    for spec in INSTRUMENTS
+    if spec.kind is Kind.COUNTER and spec.field and spec.name != _DEAD_LETTERED
 )
 _DURATION = "asyncsink.request.duration"
 _ENTRIES = "asyncsink.request.entries"
@@ -41,6 +45,8 @@ def _record(instruments: Instruments, statistics: WriterStatistics, attributes: 
         value = getattr(statistics, field)
         if value:
             instruments[name].add(value, attributes)
+    for cause, entries in statistics.dead_letter_causes.counts:
+        instruments[_DEAD_LETTERED].add(entries, {**attributes, CAUSE: cause})
     _replay(instruments[_DURATION], statistics.latency.middles(), attributes, scale=1 / 1000)
     _replay(instruments[_ENTRIES], statistics.request_entries.counts, attributes)
 

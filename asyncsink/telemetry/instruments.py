@@ -65,7 +65,7 @@ INSTRUMENTS: tuple[Instrument, ...] = (
     _counter("asyncsink.entries.skipped_stale", "{entry}", "skipped_stale",
              "Delivered entries the destination already held a newer version of."),
     _counter("asyncsink.entries.dead_lettered", "{entry}", "dead_lettered",
-             "Bad records handed to the dead-letter target."),
+             "Entries handed to the dead-letter target, by asyncsink.dead_letter.cause."),
     _counter("asyncsink.entries.diverted", "{entry}", "diverted",
              "Dead-lettered entries that went there out of retries (onRetriesExhausted), "
              "not as bad records."),

@@ -19,24 +19,29 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from .attributes import ERROR_TYPE, LIVE, REPORT, Attributes
+from .attributes import CAUSE, ERROR_TYPE, LIVE, REPORT, Attributes
 from .instruments import INSTRUMENTS, Kind
 from .meter import Instruments, active_instruments
 
-__all__ = ["LiveMetrics", "NoMetrics", "WriterMetrics", "writer_metrics"]
+__all__ = ["CAUSE_COUNT", "LiveMetrics", "NoMetrics", "WriterMetrics", "writer_metrics"]
 
 SYNC_S = 0.5  # how often a running writer's counts reach the counters, at most
 
-# Statistics fields recorded per request instead, failures with their error type
+# Statistics fields recorded per request instead, failures with their error type; and
+# dead letters, recorded by cause
 _PER_REQUEST = frozenset(("requests_failed", "timeouts", "latency", "request_entries"))
+_BY_CAUSE = "dead_lettered"
 _SYNCED = tuple(
     (spec.field, spec.name)
     for spec in INSTRUMENTS
-    if spec.kind is Kind.COUNTER and spec.field and spec.field not in _PER_REQUEST
+    if spec.kind is Kind.COUNTER and spec.field and spec.field not in (*_PER_REQUEST, _BY_CAUSE)
 )
-# The writer's counts (``WriterStatistics`` field names), requests allowed, requests in
-# flight and entries buffered, as a writer's ``read`` function gives them.
+_DEAD_LETTERED = "asyncsink.entries.dead_lettered"
+# The writer's counts (``WriterStatistics`` field names, and its dead letters of each
+# cause as ``CAUSE_COUNT + cause``), requests allowed, requests in flight and entries
+# buffered, as a writer's ``read`` function gives them.
 Reading = tuple[Mapping[str, int], int, int, int]
+CAUSE_COUNT = "dead_lettered."
 
 
 class WriterMetrics(Protocol):
@@ -81,6 +86,8 @@ class LiveMetrics:
         self._reported = dict.fromkeys((field for field, _ in _SYNCED), 0)
         self._running = instruments.running
         self._running.add(self)
+        self._dead_lettered = instruments[_DEAD_LETTERED]
+        self._by_cause: dict[str, int] = {}  # dead letters reported, by cause
         self._failed = instruments["asyncsink.requests.failed"]
         self._timed_out = instruments["asyncsink.requests.timed_out"]
         self._duration = instruments["asyncsink.request.duration"]
@@ -126,6 +133,13 @@ class LiveMetrics:
             if grown:
                 reported[field] += grown
                 counter.add(grown, attributes)
+        for key, count in counts.items():
+            if key.startswith(CAUSE_COUNT):
+                cause = key[len(CAUSE_COUNT) :]
+                grown = count - self._by_cause.get(cause, 0)
+                if grown:
+                    self._by_cause[cause] = count
+                    self._dead_lettered.add(grown, {**attributes, CAUSE: cause})
 
     def _with_error(self, error_type: str) -> dict[str, str]:
         found = self._failed_attributes.get(error_type)

@@ -62,18 +62,20 @@ class Intake(Generic[InputT, EntryT]):
         try:
             entry = sink.convert(element)
         except Exception as exc:
-            bad_record(seq, f"conversion failed: {type(exc).__name__}: {exc}", element=element)
+            reason = f"conversion failed: {type(exc).__name__}: {exc}"
+            bad_record(seq, reason, element=element, error_type=type(exc).__name__)
             return None
         try:
             size = sink.entry_size(entry)
         except Exception as exc:
-            bad_record(seq, f"entry_size failed: {describe(exc)}", entry=entry)
+            reason = f"entry_size failed: {describe(exc)}"
+            bad_record(seq, reason, entry=entry, error_type=type(exc).__name__)
             return None
         if type(size) is not int or size < 0:
             size = self._checked_size(size, seq)
         if size > self.max_record:
             reason = f"entry of {size} bytes exceeds maxRecordSizeInBytes ({self.max_record})"
-            bad_record(seq, reason, entry=entry)
+            bad_record(seq, reason, entry=entry, error_type="RecordTooLarge")
             return None
         return entry, size
 

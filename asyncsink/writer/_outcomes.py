@@ -18,7 +18,7 @@ from typing import Any, Generic, TypeVar
 from ..durable.recorder import CallRecorder
 from ..errors import AsyncSinkError, BadRecordError, DeadLetterError
 from ..policies.congestion import CongestionStrategy
-from ..policies.dead_letter import DeadLetters
+from ..policies.dead_letter import SPENT, DeadLetters, status_in
 from ..policies.exhausted import ExhaustedEntries
 from ..policies.retry import ErrorKind, RetryPolicy
 from ..request import CallInfo, SubmitResult
@@ -86,7 +86,10 @@ class Outcomes(Generic[E]):
             seq, entry = seqs[index], run.entries[index]
             try:
                 reason_given = f"rejected by the destination: {reason}"
-                self.dead_letters.bad_record(seq, reason_given, entry=entry, cause="rejected")
+                status = status_in(reason)
+                self.dead_letters.bad_record(
+                    seq, reason_given, entry=entry, cause="rejected", status=status
+                )
             except (BadRecordError, DeadLetterError) as exc:
                 failure = exc
                 break
@@ -183,7 +186,7 @@ class Outcomes(Generic[E]):
         kept, delay = self.retry.attempt(run.seqs, error, retry_after)
         if spent is not None and len(kept) < len(run):
             out = run.pick(sorted(set(range(len(run))) - set(kept)))
-            reason = f"out of retries (maxRetries={self._max_retries()}): {error}"
+            reason = f"{SPENT} (maxRetries={self._max_retries()}): {error}"
             settled = self.exhausted.spent(out.seqs, out.entries, reason)
             if settled:
                 self.retry.diverted(list(settled))

@@ -44,9 +44,9 @@ from ..policies.ordering import Ordering, ordering_for
 from ..policies.rate_cap import RateCap, rate_cap_for
 from ..policies.retry import BackoffRetry, RetryPolicy
 from ..request import SubmitResult
-from ..stats import Tally, WriterStatistics
+from ..stats import DeadLetterCauses, Tally, WriterStatistics
 from ..telemetry import NoMetrics, WriterMetrics, sink_attributes, writer_metrics
-from ..telemetry.live import Reading
+from ..telemetry.live import CAUSE_COUNT, Reading
 from ._ahead import Ahead
 from ._buffer import RequestBuffer, Run
 from ._gate import Gate
@@ -135,7 +135,8 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
             options.dead_letter,
             self.serialize_entry,
             ordering.dead_lettered,
-            limit=options.max_dead_letters,  # fmt: skip
+            limit=options.max_dead_letters,
+            max_bytes=options.max_dead_letter_bytes,
         )
         self._gate: Gate[EntryT] = Gate(self._buffer, ordering, self._dead_letters)
         self._intake: Intake[InputT, EntryT] = Intake(
@@ -390,6 +391,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
         failed = self._retry.delivery_error(self._tally.counts["delivered"])
         if failed is not None:
             raise failed from self._retry.last_error
+        await self._dead_letters.flush()
         await self._log.sync()
 
     def _check_usable(self) -> None:
@@ -592,6 +594,9 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
     def _take_from_log(self) -> None:
         """Buffer what the recovery source released, and look up what it asks to."""
         outcomes, look_ups = self._recovery.take()
+        for seq, entry, reason in self._log.take_rejected():  # only a taken attempt's stay
+            self._dead_letters.recorded(seq, entry, reason)
+            self._gate.ended((seq,))
         for outcome in outcomes:
             self._apply(outcome, None)
         for info, run in look_ups:
@@ -654,6 +659,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
             written=self._written,
             dead_lettered=self._dead_letters.count,
             diverted=self._dead_letters.diverted,
+            dead_letter_causes=DeadLetterCauses.of(self._dead_letters.by_cause),
             rate_cap_waited_ms=self._rate_cap.waited_ms,
             **self._log.statistics(),
             failed=self._retry.exhausted,
@@ -677,6 +683,7 @@ class AsyncSinkWriter(SinkContract[InputT, EntryT]):
             **self._log.statistics(),
             "dead_lettered": self._dead_letters.count,
             "diverted": self._dead_letters.diverted,
+            **{CAUSE_COUNT + cause: n for cause, n in self._dead_letters.by_cause.items()},
             "rate_cap_waited_ms": self._rate_cap.waited_ms,
             "written": self._written,
             "failed": self._retry.exhausted,
