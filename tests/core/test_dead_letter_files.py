@@ -220,3 +220,28 @@ def test_dead_letters_are_counted_by_cause(metric_reader: Any, tmp_path: Path) -
         by_cause = {"asyncsink.report": report, "asyncsink.dead_letter.cause": "rejected"}
         assert total(points, name, **by_cause) == 2
         assert total(points, name, **{"asyncsink.report": report}) == 3
+
+
+@pytest.mark.emulator
+def test_an_s3_directory_gets_the_published_file(
+    moto_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pyarrow import fs
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    host = moto_endpoint.removeprefix("http://")
+    s3 = fs.S3FileSystem(endpoint_override=host, scheme="http", region="us-east-1",
+                         allow_bucket_creation=True)  # fmt: skip
+    s3.create_dir("letters-bucket")
+    url = f"s3://letters-bucket/orders?endpoint_override={host}&scheme=http&region=us-east-1"
+    letters = DeadLetterFiles(url, scope(attempt=0))
+    anyio.run(write, Path("."), letters, [b"ok", b"bad one"])
+    staged = letters.staged()
+    assert staged is not None
+    assert publish([staged]) == (1, 0)
+    names = [info.base_name for info in s3.get_file_info(fs.FileSelector("letters-bucket/orders"))]
+    assert "letters-orders-run-1-b3-p0-0.json" in names
+    with s3.open_input_stream("letters-bucket/orders/letters-orders-run-1-b3-p0-0.json") as f:
+        (line,) = [json.loads(x) for x in f.read().splitlines()]
+    assert (line["record"], line["cause"], line["status"]) == ("bad one", "rejected", 422)
