@@ -455,9 +455,9 @@ class SinkOptions(Options):
         None,
         kind="object",
         doc="Where bad records go instead of failing the task: a directory URL every "
-        "executor reaches (file://, s3://, gs://, abfss://, hdfs://; read it back with "
-        "spark.read.json), a JSON-lines file path on each machine, or (from Python) a "
-        "callable taking a DeadLetter. See [Dead letters](errors.md#dead-letters).",
+        "executor reaches (file://, s3://, gs://, abfss://, hdfs://), a JSON-lines file "
+        "path, or (from Python) a callable taking a DeadLetter. See [Dead "
+        "letters](errors.md#dead-letters).",
     )
 
     on_retries_exhausted: Literal["fail", "deadLetter"] = option(
