@@ -53,10 +53,19 @@ def publish_letters(letters: Iterable[StagedLetters | None]) -> None:
     staged = [one for one in letters if one is not None]
     if not staged:
         return
-    published, deleted = publish(staged)
+    url = staged[0].url
+    try:
+        published, deleted = publish(staged)
+    except Exception as exc:  # pyarrow may quote the URL, credentials in its query too
+        message = str(exc).replace(url, mask_url(url))
+        raise OSError(
+            f"publishing the dead letters in {mask_url(url)} failed: "
+            f"{type(exc).__name__}: {message}; they stay staged, and a replay of the "
+            "batch publishes its own"
+        ) from None
     log.info(
         "dead letters in %s: %d files published, %d staged files of other attempts deleted",
-        mask_url(staged[0].url),
+        mask_url(url),
         published,
         deleted,
     )
