@@ -118,16 +118,15 @@ async def deliver(store: Timed | None, scopes: list[Scope], payloads: list[bytes
             await writer.write_all(payloads)
         return writer.received
 
-    received = 0
+    received: list[int] = []
 
     async def count(scope: Scope) -> None:
-        nonlocal received
-        received += await one(scope)
+        received.append(await one(scope))
 
     async with anyio.create_task_group() as group:
         for scope in scopes:
             group.start_soon(count, scope)
-    return received
+    return sum(received)
 
 
 async def complete(store: Timed, scopes: list[Scope], rows: int) -> None:
