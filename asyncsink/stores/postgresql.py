@@ -18,9 +18,11 @@ Fencing: ``take`` bumps the epoch with one upsert, which takes the scope row's l
 reads the records in the same transaction, so it sees every put that committed before
 it. A put is one statement: an ``UPDATE`` of the scope row on the condition ``epoch =
 <caller's epoch>``, and the deletes and inserts of records only when that update matched.
-A put that meets a take in progress waits for it, then finds the new epoch and writes
-nothing (``FencedError``). Every write is committed, with PostgreSQL's durability, when
-the call returns.
+The puts that a process's writers make while one is being written share the next
+statement and its commit, each behind its own scope's condition (group commit, see
+``asyncsink.stores.postgresql_groups``). A put that meets a take in progress waits for
+it, then finds the new epoch and writes nothing (``FencedError``). Every write is
+committed, with PostgreSQL's durability, when the call returns.
 
 Connection settings come from the URL and, for what it leaves out, libpq's ``PG*``
 environment variables, service file and password file. Connections are pooled per
@@ -30,7 +32,7 @@ process (see ``asyncsink.stores.postgresql_pool``).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import psycopg
@@ -46,6 +48,7 @@ from asyncsink.stores.base import (
     _checked_writes,
     _purge_cutoff,
 )
+from asyncsink.stores.postgresql_groups import GroupPut, LoopGroups
 from asyncsink.stores.postgresql_pool import Connections, Tables, redact, shown
 from asyncsink.stores.urls import parse_postgresql_url
 
@@ -72,21 +75,32 @@ SELECT NULL, NULL, key, value FROM {{records}} WHERE {_SCOPE}"""
 
 _EPOCH = f"SELECT epoch FROM {{scopes}} WHERE {_SCOPE}"
 
-# The writes of a put, guarded by the fence: they happen only if the UPDATE matched.
-_PUT = f"""
-WITH fence AS (
-    UPDATE {{scopes}} SET updated_at = %(now)s WHERE {_SCOPE} AND epoch = %(epoch)s
-    RETURNING epoch
+# The writes of a group of puts (``postgresql_groups``), each guarded by its scope's fence:
+# a put's deletes and inserts happen only if the UPDATE of its scope matched; the put's
+# number in the group (``n``, from 1) comes back for each one that did.
+_PUT_GROUP = f"""
+WITH put AS (
+    SELECT * FROM unnest(%(sinks)s::text[], %(runs)s::text[], %(batches)s::bigint[],
+                         %(parts)s::bigint[], %(epochs)s::bigint[])
+        WITH ORDINALITY AS t(sink_id, run, batch_id, partition_id, epoch, n)
+), fence AS (
+    UPDATE {{scopes}} AS s SET updated_at = %(now)s FROM put
+    WHERE s.sink_id = put.sink_id AND s.run = put.run AND s.batch_id = put.batch_id
+        AND s.partition_id = put.partition_id AND s.epoch = put.epoch
+    RETURNING put.n, put.sink_id, put.run, put.batch_id, put.partition_id
 ), dropped AS (
-    DELETE FROM {{records}}
-    WHERE {_SCOPE} AND key = ANY(%(deletes)s::text[]) AND EXISTS (SELECT FROM fence)
+    DELETE FROM {{records}} AS r
+    USING unnest(%(drop_n)s::bigint[], %(drop_keys)s::text[]) AS d(n, key), fence AS f
+    WHERE d.n = f.n AND r.sink_id = f.sink_id AND r.run = f.run AND r.batch_id = f.batch_id
+        AND r.partition_id = f.partition_id AND r.key = d.key
 ), written AS (
     INSERT INTO {{records}} AS r ({_ID}, key, value)
-    SELECT {_VALUES}, k, v FROM unnest(%(keys)s::text[], %(values)b::bytea[]) AS t(k, v)
-    WHERE EXISTS (SELECT FROM fence)
+    SELECT f.sink_id, f.run, f.batch_id, f.partition_id, w.k, w.v
+    FROM unnest(%(put_n)s::bigint[], %(keys)s::text[], %(values)b::bytea[]) AS w(n, k, v)
+    JOIN fence AS f ON f.n = w.n
     ON CONFLICT ({_ID}, key) DO UPDATE SET value = excluded.value
 )
-SELECT (SELECT count(*) FROM fence), ({_EPOCH})"""
+SELECT n FROM fence"""
 
 _COMPLETE = f"""
 WITH fence AS (
@@ -161,6 +175,7 @@ class PostgreSQLStore(RecordStore):
         self._db = Connections(
             conninfo, self._tables, create_table=create_table, size=max_connections
         )
+        self._groups = LoopGroups(self._write_group)
 
     @classmethod
     def from_url(cls, url: str) -> PostgreSQLStore:
@@ -254,21 +269,49 @@ class PostgreSQLStore(RecordStore):
         puts: Mapping[str, bytes],
         deletes: Iterable[str] = (),
     ) -> None:
-        """Apply ``puts`` and ``deletes`` in one statement if ``epoch`` is current.
+        """Apply ``puts`` and ``deletes`` atomically if ``epoch`` is current, in one
+        transaction with the puts of this process's other writers made meanwhile (group
+        commit: ``asyncsink.stores.postgresql_groups``).
 
         Raises:
             FencedError: the scope's epoch is no longer ``epoch``.
         """
         checked, dropped = _checked_writes(puts, deletes)
-        params = _params(
-            scope,
-            epoch=epoch,
-            now=time.time(),
-            deletes=dropped,
-            keys=list(checked),
-            values=list(checked.values()),
-        )
-        await self._fenced("put", scope, epoch, _PUT, params)
+        await self._groups.running().put(scope, epoch, checked, dropped)
+
+    async def _write_group(self, group: Sequence[GroupPut]) -> dict[int, BaseException]:
+        """Write a group of puts in one statement; the fenced ones, by position."""
+        params: dict[str, Any] = {
+            "sinks": [put.scope.sink_id for put in group],
+            "runs": [put.scope.run for put in group],
+            "batches": [put.scope.batch_id for put in group],
+            "parts": [put.scope.partition_id for put in group],
+            "epochs": [put.epoch for put in group],
+            "now": time.time(),
+            "drop_n": [n for n, put in enumerate(group, 1) for _ in put.deletes],
+            "drop_keys": [key for put in group for key in put.deletes],
+            "put_n": [n for n, put in enumerate(group, 1) for _ in put.puts],
+            "keys": [key for put in group for key in put.puts],
+            "values": [value for put in group for value in put.puts.values()],
+        }
+
+        async def work(conn: psycopg.AsyncConnection[Any]) -> dict[int, BaseException]:
+            cursor = await conn.execute(self._sql(_PUT_GROUP), params)
+            matched = {row[0] for row in await cursor.fetchall()}
+            fenced: dict[int, BaseException] = {}
+            for index, put in enumerate(group):
+                if index + 1 not in matched:  # read after the statement: a take it met
+                    row = await (
+                        await conn.execute(self._sql(_EPOCH), _params(put.scope))
+                    ).fetchone()
+                    fenced[index] = FencedError(
+                        put.scope, put.epoch, None if row is None else row[0]
+                    )
+            return fenced
+
+        scope = group[0].scope if len(group) == 1 else None
+        operation = "put" if scope is not None else f"put (a group of {len(group)} scopes)"
+        return await self._db.run(operation, scope, work)
 
     async def complete(self, scope: Scope, epoch: int, *, drop_records: bool = True) -> None:
         """Mark ``scope`` COMPLETED (dropping its records if asked) if ``epoch`` is current.
