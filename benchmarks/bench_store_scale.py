@@ -33,7 +33,11 @@ and max), the ratio to the plain writers of the same count (the median of each r
 ratio, with min and max), p50 and p99 of a record write (``put``, timed at the store's
 interface in the writer processes), store writes per request and records per write, the
 writers' CPU per row and the store server's (its processes' CPU time, from ``/proc``),
-and the requests recorded per second of the server's CPU: what one core of it serves.
+the requests recorded per second of the server's CPU (what one core of it serves), on
+PostgreSQL the statements a request takes (group commit writes the puts of a process's
+writers together), and the 1 KB units a request's record writes take (each record item
+rounded up to a KB, plus the scope item a write updates): DynamoDB's write request units,
+before a transaction doubles them.
 
     .venv/bin/python benchmarks/bench_store_scale.py [--rows N] [--dynamodb-rows N] [--rounds R]
         [--writers 1,2,4,8,16,32,64] [--processes 16] [--stores plain,postgresql,sqlite,dynamodb]
@@ -57,7 +61,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -72,6 +76,8 @@ from sides import descendants_cpu, load_average, machine, spread, write_summary
 from asyncsink import CallLog, Scope, SinkOptions
 from asyncsink.durable.completion import complete_scopes
 from asyncsink.stores import RecordStore, open_store
+from asyncsink.stores.postgresql import PostgreSQLStore
+from asyncsink.stores.postgresql_groups import GroupPut
 
 BATCH = 500
 IN_FLIGHT = 16
@@ -79,6 +85,7 @@ LATENCY_S = 0.020
 STORES = ("plain", "postgresql", "sqlite", "dynamodb")
 TARGET = {"postgresql": 0.9}  # least rows/s ratio to plain, from 4 writers on
 CHART = Path(__file__).resolve().parents[1] / "docs" / "images" / "store-scale.png"
+ITEM_OVERHEAD = 64  # a DynamoDB record item's key and attribute names, about
 KEYS = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench"}
 
 
@@ -86,10 +93,13 @@ KEYS = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench"}
 
 
 class Timed(RecordStore):
-    """Times every record write at the store's interface (a mixin before the store)."""
+    """Times every record write at the store's interface (a mixin before the store), and
+    counts what DynamoDB would bill for it: a write unit per KB of each item written, the
+    scope item's update included (before the doubling of a transaction)."""
 
     put_seconds: list[float]
     records = 0
+    units = 0
 
     async def put(
         self, scope: Scope, epoch: int, puts: Mapping[str, bytes], deletes: Iterable[str] = ()
@@ -98,12 +108,26 @@ class Timed(RecordStore):
         await super().put(scope, epoch, puts, deletes)
         self.put_seconds.append(time.perf_counter() - started)
         self.records += len(puts)
+        self.units += 1 + sum(
+            -(-(ITEM_OVERHEAD + len(k) + len(v)) // 1024) for k, v in puts.items()
+        )
+
+
+class CountedGroups(PostgreSQLStore):
+    """Counts the statements a PostgreSQL store's group commit makes (a mixin)."""
+
+    statements = 0
+
+    async def _write_group(self, group: Sequence[GroupPut]) -> dict[int, BaseException]:
+        self.statements += 1
+        return await super()._write_group(group)
 
 
 def timed_store(url: str) -> Timed:
-    """The store at ``url``, its writes timed."""
+    """The store at ``url``, its writes timed (and counted, on PostgreSQL)."""
     plain = type(open_store(url))
-    timed = type(f"Timed{plain.__name__}", (Timed, plain), {"verifies": plain.verifies})
+    mixins = (Timed, CountedGroups) if issubclass(plain, PostgreSQLStore) else (Timed,)
+    timed = type(f"Timed{plain.__name__}", (*mixins, plain), {"verifies": plain.verifies})
     store: Timed = timed.from_url(url)  # type: ignore[attr-defined]
     store.put_seconds = []
     return store
@@ -157,7 +181,8 @@ def writer_process(url: str | None, conn: Connection) -> None:
                 payloads = make_payloads(rows)
             scopes = [Scope(sink, batch, partition) for partition in partitions]
             if store is not None:
-                store.put_seconds, store.records = [], 0
+                store.put_seconds, store.records, store.units = [], 0, 0
+                store.statements = 0  # type: ignore[attr-defined]
             conn.send("ready")
             conn.recv()  # go
             started, cpu = time.monotonic(), _cpu()
@@ -170,8 +195,10 @@ def writer_process(url: str | None, conn: Connection) -> None:
             if store is not None:
                 portal.call(complete, store, scopes, rows)
             timings = store.put_seconds if store is not None else []
-            records = store.records if store is not None else 0
-            conn.send(("ok", received, started, ended, cpu, timings, records))
+            counts = (0, 0, 0)
+            if store is not None:
+                counts = (store.records, store.units, getattr(store, "statements", 0))
+            conn.send(("ok", received, started, ended, cpu, timings, counts))
         if store is not None:
             portal.call(store.aclose)
 
@@ -189,6 +216,8 @@ class Run:
     server_cpu: float
     put_seconds: list[float]
     records: int
+    units: int
+    statements: int  # PostgreSQL: the group commit's statements (0 elsewhere)
 
 
 class StoreSide:
@@ -230,12 +259,15 @@ class StoreSide:
         for answer in answers:
             if answer[0] != "ok":
                 raise RuntimeError(f"{self.name}, {writers} writers: {answer[1]}")
-        _, received, started, ended, cpu, timings, records = zip(*answers, strict=True)
+        _, received, started, ended, cpu, timings, counts = zip(*answers, strict=True)
         if sum(received) != per_writer * writers:
             raise RuntimeError(f"{self.name}: delivered {sum(received)} of {per_writer * writers}")
         seconds = max(ended) - min(started)
         put_seconds = [t for ts in timings for t in ts]
-        return Run(sum(received), seconds, sum(cpu), server, put_seconds, sum(records))
+        records, units, statements = (sum(column) for column in zip(*counts, strict=True))
+        return Run(
+            sum(received), seconds, sum(cpu), server, put_seconds, records, units, statements
+        )
 
     def _expect(self, answer: Any, wanted: str) -> None:
         if answer != wanted:
@@ -374,6 +406,8 @@ def summarize(runs: dict[str, list[Run]]) -> dict[str, dict[str, Any]]:
             "put_p99_ms": _percentile(puts, 0.99) * 1000,
             "puts_per_request": len(puts) / requests,
             "records_per_put": sum(run.records for run in results) / max(1, len(puts)),
+            "write_units_per_request": sum(run.units for run in results) / requests,
+            "statements_per_request": sum(run.statements for run in results) / requests,
             "writers_cpu_us_per_row": statistics.median(
                 run.writers_cpu / run.rows * 1e6 for run in results
             ),
@@ -397,8 +431,8 @@ def print_table(writers: int, processes: int, rows: dict[str, dict[str, Any]]) -
     print(f"\n{writers} writers in {processes} processes ({load_average()})")
     print(
         f"{'store':<11}{'rows/s: median (min-max)':>34}{'req/s':>8}{'vs plain (min-max)':>22}"
-        f"{'put p50/p99 ms':>16}{'puts/req':>9}{'rec/put':>8}{'CPU us/row':>11}"
-        f"{'server':>8}{'req/server-s':>13}"
+        f"{'put p50/p99 ms':>16}{'puts/req':>9}{'stmt/req':>9}{'rec/put':>8}{'CPU us/row':>11}"
+        f"{'server':>8}{'req/server-s':>13}{'KB-units/req':>13}"
     )
     for name, row in rows.items():
         ratio = row.get("ratio")
@@ -411,9 +445,11 @@ def print_table(writers: int, processes: int, rows: dict[str, dict[str, Any]]) -
         print(
             f"{name:<11}{spread(row['rows_runs']):>34}{row['requests_per_s']:>8,.0f}{shown:>22}"
             f"{row['put_p50_ms']:>8.1f}/{row['put_p99_ms']:<7.1f}{row['puts_per_request']:>9.2f}"
+            f"{row['statements_per_request']:>9.2f}"
             f"{row['records_per_put']:>8.1f}{row['writers_cpu_us_per_row']:>11.2f}"
             f"{row['server_cpu_us_per_row']:>8.2f}"
             f"{'in-process' if name == 'sqlite' else f'{per_core:,.0f}' if per_core else '':>13}"
+            f"{row['write_units_per_request']:>13.1f}"
         )
     sys.stdout.flush()
 
@@ -427,10 +463,11 @@ def draw(results: dict[int, dict[str, dict[str, Any]]], path: Path, note: str) -
     counts = sorted(results)
     stores = [name for name in STORES if name in results[counts[0]]]
     figure, (rates, ratios) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for name in stores:
-        rates.plot(counts, [results[n][name]["rows_per_s"] for n in counts], "o-", label=name)
+    for color, name in enumerate(stores):
+        style = {"marker": "o", "label": name, "color": f"C{color}"}
+        rates.plot(counts, [results[n][name]["rows_per_s"] for n in counts], **style)
         if name != "plain" and "ratio" in results[counts[0]][name]:
-            ratios.plot(counts, [results[n][name]["ratio"] for n in counts], "o-", label=name)
+            ratios.plot(counts, [results[n][name]["ratio"] for n in counts], **style)
     ratios.axhline(TARGET["postgresql"], color="grey", linestyle="--", label="0.9x target")
     for axes, title in ((rates, "rows/s"), (ratios, "rows/s vs plain writers")):
         axes.set_xscale("log", base=2)
@@ -487,7 +524,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             results[writers] = summarize(measure(sides, writers, used, rows, args.rounds))
             print_table(writers, used, results[writers])
             loads.append(os.getloadavg()[0])
-    note = f"{args.rows:,} rows a run, {args.rounds} rounds, load {min(loads):.1f}-{max(loads):.1f}"
+    rounds = f"{args.rounds} round{'s' if args.rounds > 1 else ''}"
+    note = f"{args.rows:,} rows a run, {rounds}, load {min(loads):.1f}-{max(loads):.1f}"
     draw(results, args.chart, note)
     summary = {
         "benchmark": "store_scale",
