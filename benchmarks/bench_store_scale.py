@@ -370,17 +370,33 @@ def open_sides(stores: list[str], processes: int, stack: ExitStack, tmp: str) ->
 
 def measure(
     sides: dict[str, StoreSide], writers: int, processes: int, rows: dict[str, int], rounds: int
-) -> dict[str, list[Run]]:
-    """Every store's runs at this writer count: a warm-up, then rounds in rotating order."""
+) -> tuple[dict[str, list[Run]], dict[str, str]]:
+    """Every store's runs at this writer count: a warm-up, then rounds in rotating order.
+    A store whose run fails (moto gives up under tens of writers) is reported and left
+    out from then on: its failures, by store."""
+    failed: dict[str, str] = {}
+
+    def attempt(name: str, count: int) -> Run | None:
+        if name in failed:
+            return None
+        try:
+            return sides[name].run(writers, processes, count)
+        except RuntimeError as exc:
+            failed[name] = str(exc).splitlines()[0][:160]
+            sides.pop(name).close()
+            return None
+
     names = list(sides)
     for name in names:
-        sides[name].run(writers, processes, min(rows[name], writers * 4 * BATCH))
+        attempt(name, min(rows[name], writers * 4 * BATCH))
     runs: dict[str, list[Run]] = {name: [] for name in names}
     for index in range(rounds):
         shift = index % len(names)
         for name in [*names[shift:], *names[:shift]]:
-            runs[name].append(sides[name].run(writers, processes, rows[name]))
-    return runs
+            run = attempt(name, rows[name])
+            if run is not None:
+                runs[name].append(run)
+    return {name: found for name, found in runs.items() if name not in failed}, failed
 
 
 def _percentile(values: list[float], fraction: float) -> float:
@@ -462,12 +478,17 @@ def draw(results: dict[int, dict[str, dict[str, Any]]], path: Path, note: str) -
 
     counts = sorted(results)
     stores = [name for name in STORES if name in results[counts[0]]]
+
+    def series(name: str, key: str) -> tuple[list[int], list[float]]:
+        held = [n for n in counts if key in results[n].get(name, {})]
+        return held, [results[n][name][key] for n in held]
+
     figure, (rates, ratios) = plt.subplots(1, 2, figsize=(11, 4.2))
     for color, name in enumerate(stores):
         style = {"marker": "o", "label": name, "color": f"C{color}"}
-        rates.plot(counts, [results[n][name]["rows_per_s"] for n in counts], **style)
-        if name != "plain" and "ratio" in results[counts[0]][name]:
-            ratios.plot(counts, [results[n][name]["ratio"] for n in counts], **style)
+        rates.plot(*series(name, "rows_per_s"), **style)
+        if name != "plain":
+            ratios.plot(*series(name, "ratio"), **style)
     ratios.axhline(TARGET["postgresql"], color="grey", linestyle="--", label="0.9x target")
     for axes, title in ((rates, "rows/s"), (ratios, "rows/s vs plain writers")):
         axes.set_xscale("log", base=2)
@@ -515,14 +536,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         flush=True,
     )
     results: dict[int, dict[str, dict[str, Any]]] = {}
+    failures: dict[str, str] = {}
     loads = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory(prefix="asyncsink-scale-") as tmp, ExitStack() as stack:
         sides = open_sides(stores, processes, stack, tmp)
         rows = {name: args.dynamodb_rows if name == "dynamodb" else args.rows for name in sides}
         for writers in counts:
             used = min(writers, processes)
-            results[writers] = summarize(measure(sides, writers, used, rows, args.rounds))
+            runs, failed = measure(sides, writers, used, rows, args.rounds)
+            results[writers] = summarize(runs)
             print_table(writers, used, results[writers])
+            for name, reason in failed.items():
+                print(f"{name:<11}failed, left out from here on: {reason}")
+                failures[f"{name}@{writers}"] = reason
             loads.append(os.getloadavg()[0])
     rounds = f"{args.rounds} round{'s' if args.rounds > 1 else ''}"
     note = f"{args.rows:,} rows a run, {rounds}, load {min(loads):.1f}-{max(loads):.1f}"
@@ -541,6 +567,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             **machine(),
         },
         "results": {str(writers): by_store for writers, by_store in results.items()},
+        "failed": failures,
     }
     write_summary(args.json, summary)
     return summary
