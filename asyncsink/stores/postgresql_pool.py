@@ -93,16 +93,21 @@ class Tables:
         self.scopes = name("scopes")
         self.records = name("records")
         self.age_index = sql.Identifier(f"{table}_scopes_sink_age")
+        self._composed: dict[str, sql.Composed] = {}
         self._names = {
             "scopes": f"{schema}.{table}_scopes" if schema else f"{table}_scopes",
             "records": f"{schema}.{table}_records" if schema else f"{table}_records",
         }
 
     def sql(self, template: str) -> sql.Composed:
-        """``template`` with ``{scopes}`` and ``{records}`` filled in, quoted."""
-        return sql.SQL(template).format(
-            scopes=self.scopes, records=self.records, age_index=self.age_index
-        )
+        """``template`` with ``{scopes}`` and ``{records}`` filled in, quoted; composed
+        once per template (a put runs on every request)."""
+        composed = self._composed.get(template)
+        if composed is None:
+            composed = self._composed[template] = sql.SQL(template).format(
+                scopes=self.scopes, records=self.records, age_index=self.age_index
+            )
+        return composed
 
     async def create(self, conn: psycopg.AsyncConnection[Any]) -> None:
         """Create the tables and the index unless they exist, one creator at a time."""
