@@ -17,6 +17,11 @@ Each put keeps the guarantees of ``RecordStore.put``:
   written; cancelled while its group is being written, the group goes on, so the put is
   committed whole or not at all, as a single put cancelled mid-statement is;
 - two puts of one scope never share a group: the later one goes in the next, in order.
+
+A group locks the rows of its scopes. Two groups in two processes that share two scopes
+(two attempts of each scope running at once, a zombie and its retry) can wait for each
+other; PostgreSQL then fails one of them, whose writers fail as in a failed round trip,
+and Spark retries their tasks.
 """
 
 from __future__ import annotations
