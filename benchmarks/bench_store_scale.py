@@ -163,6 +163,13 @@ async def complete(store: Timed, scopes: list[Scope], rows: int) -> None:
     await complete_scopes(store, [log.summary() for log in logs], completed_by="bench")
 
 
+def _describe(exc: BaseException) -> str:
+    """What failed, the first error inside task groups rather than the group."""
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"
+
+
 def _cpu() -> float:
     own = resource.getrusage(resource.RUSAGE_SELF)
     return own.ru_utime + own.ru_stime
@@ -189,7 +196,7 @@ def writer_process(url: str | None, conn: Connection) -> None:
             try:
                 received = portal.call(deliver, store, scopes, payloads)
             except Exception as exc:
-                conn.send(("error", f"{type(exc).__name__}: {exc}"))
+                conn.send(("error", _describe(exc)))
                 return
             ended, cpu = time.monotonic(), _cpu() - cpu
             if store is not None:
