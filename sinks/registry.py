@@ -19,6 +19,7 @@ register_sink(
     "asyncsink.sinks.http:HttpWriter",
     "asyncsink.sinks.http:HttpOptions",
     install_hint="pip install asyncsink",
+    json_rows=True,
 )
 register_sink(
     "kinesis",

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import orjson
 
+from ..entries.arrow_rows import JSON_TEXT, json_text_marker
 from ..entries.packed import PackedEntries
 from .errors import EntryEncodingError
 from .instants import timestamp_texts
@@ -63,9 +64,13 @@ def encode_batch(
         return _packed(_repeat(b"{},", batch.num_rows))
     encode = _Encoder(contract)
     parts: list[bytes | Text] = []
-    for name, column in zip(names, batch.columns, strict=True):
+    for name, field, column in zip(names, batch.schema, batch.columns, strict=True):
         parts += [b"," if parts else b"{", orjson.dumps(name) + b":"]
-        parts.append(encode.column(column, name))
+        marker = (field.metadata or {}).get(JSON_TEXT)
+        if marker is not None:
+            parts.append(encode.json_text(column, name, marker))
+        else:
+            parts.append(encode.column(column, name))
     return _packed(_concat([*parts, b"},"]))
 
 
@@ -129,6 +134,25 @@ class _Encoder:
 
         quote = _bytes(b'"')
         return pc.binary_join_element_wise(quote, values, quote, _bytes(b""))
+
+    def json_text(self, column: pa.Array, path: str, marker: bytes) -> Text:
+        """A column of JSON text (``JSON_TEXT``), as it is (``null`` for a missing
+        value).
+
+        Raises:
+            EntryEncodingError: the text was made under another contract.
+        """
+        import pyarrow as pa
+
+        own = json_text_marker(self.contract.utc, self.contract.decimal_as)
+        if marker != own:
+            raise EntryEncodingError(
+                path, "JSON text", f"made under a contract ({marker.decode()}) other than "
+                f"this encoder's ({own.decode()})",
+            )  # fmt: skip
+        if not pa.types.is_string(column.type):
+            column = column.cast(pa.string())
+        return column.view(pa.binary()).fill_null(b"null"), False
 
     def column(self, column: pa.Array, path: str) -> Text:
         """The text of each value, a string's content left for the caller to quote."""

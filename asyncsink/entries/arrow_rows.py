@@ -21,7 +21,20 @@ from typing import TYPE_CHECKING, Any, overload
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["ArrowRow", "ArrowRows"]
+__all__ = ["JSON_TEXT", "ArrowRow", "ArrowRows", "json_text_marker"]
+
+JSON_TEXT = b"asyncsink.json"
+"""The key, in an Arrow field's metadata, that marks a string column as JSON text: each
+value is already the JSON contract's text of a nested value (``null`` when missing),
+made under the contract that the key's value names (``json_text_marker``). The encoder
+copies such text as it is; a row's dict holds the value that text reads back as."""
+
+
+def json_text_marker(utc: bool, decimal_as: str) -> bytes:
+    """The value of ``JSON_TEXT`` for text made under a contract: the contract's choices
+    that nested text depends on (timestamps in UTC or not, decimals as numbers or
+    strings)."""
+    return f"{'utc' if utc else 'zoned'};{decimal_as}".encode()
 
 
 class ArrowRow(dict[str, Any]):
@@ -56,7 +69,7 @@ class ArrowRows(Sequence[dict[str, Any]]):
     def __init__(self, batch: pa.RecordBatch, names: Sequence[str] | None = None) -> None:
         own = batch.schema.names
         if names is not None and list(names) != own:
-            batch = type(batch).from_arrays(batch.columns, names=list(names))
+            batch = batch.rename_columns(list(names))  # keeps the fields' metadata
         self._batch: pa.RecordBatch | None = batch
         self._rows: list[dict[str, Any]] | None = None
         self.names = tuple(batch.schema.names)
@@ -126,12 +139,27 @@ class ArrowRows(Sequence[dict[str, Any]]):
             values = self.batch.to_pylist(maps_as_pydicts="strict")
         except ValueError:  # text that is not UTF-8 (UnicodeDecodeError) among them
             values = [self._row_by_values(index) for index in range(len(self))]
+        self._read_json_text(values)
         rows: list[dict[str, Any]] = []
         for offset, fields in enumerate(values):
             row = ArrowRow(fields)
             row.source, row.index = source, start + offset
             rows.append(row)
         return rows
+
+    def _read_json_text(self, values: list[dict[str, Any]]) -> None:
+        """Each value of a column of JSON text (``JSON_TEXT``) replaced by what it reads
+        back as: the contract's JSON values (a timestamp as its text, for one)."""
+        marked = [f.name for f in self.batch.schema if f.metadata and JSON_TEXT in f.metadata]
+        if not marked:
+            return
+        import orjson
+
+        for fields in values:
+            for name in marked:
+                text = fields[name]
+                if text is not None:
+                    fields[name] = orjson.loads(text)
 
     def _row_by_values(self, index: int) -> dict[str, Any]:
         """Row ``index`` value by value: a string that is not UTF-8 keeps its bytes, so

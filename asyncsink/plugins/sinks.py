@@ -53,6 +53,11 @@ class SinkEntry:
     writer: Target
     options: str | type | None = None
     install_hint: str = ""
+    json_rows: bool = False
+    """Whether the writer's entries are the rows' JSON under the contract of its options'
+    ``contract`` (``asyncsink.encoding``), made from ``ArrowRows`` by ``encode_batch``:
+    the Spark entry points may then hand it nested columns as JSON text made by Spark
+    (see ``asyncsink.spark.json_columns``)."""
 
     def load_writer(self) -> Any:
         """The writer class (or factory), imported if named by path.
@@ -175,6 +180,7 @@ def register_sink(
     *,
     install_hint: str = "",
     replace: bool = False,
+    json_rows: bool = False,
 ) -> None:
     """Make ``name`` a sink: ``foreach_batch(name, ...)``, ``foreach_partition(df, name,
     ...)`` and, once ``register_data_sources`` ran, ``format("asyncsink-" + name)``.
@@ -190,6 +196,8 @@ def register_sink(
             ``python -m asyncsink options NAME``.
         install_hint: what to install when the writer's module needs a missing package.
         replace: allow replacing a registered sink.
+        json_rows: the writer's entries are the rows' JSON, as ``encode_batch`` makes it
+            under its options' ``contract`` (see ``SinkEntry.json_rows``).
 
     Raises:
         ValueError: the name is not allowed, a path is not ``module:attribute``, or the
@@ -203,7 +211,7 @@ def register_sink(
     for target in (writer, options):
         if isinstance(target, str) and not is_path(target):
             raise ValueError(f"sink {name!r}: expected 'module:attribute', got {target!r}")
-    _sinks().add(name, SinkEntry(name, writer, options, install_hint), replace=replace)
+    _sinks().add(name, SinkEntry(name, writer, options, install_hint, json_rows), replace=replace)
 
 
 def sink_entry(name: str) -> SinkEntry:

@@ -98,7 +98,11 @@ def _write(df: Any, spec: SinkSpec, identity: RunIdentity) -> list[PartitionResu
     what = identity.describe(spec.durable.sink_id)
     with cancelled_on_interrupt(df.sparkSession, connect=is_connect(df), what=what):
         results: list[PartitionResult] = map_partitions_in_arrow(
-            df, chunks_task, as_dicts=spec.reads_mappings, chunked=True
+            df,
+            chunks_task,
+            as_dicts=spec.reads_mappings,
+            chunked=True,
+            json_contract=spec.json_contract,
         )
     return results
 

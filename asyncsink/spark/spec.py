@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from ..durable.blocking import run_blocking
 from ..durable.recorder import CallRecorder
+from ..encoding import JsonContract
 from ..errors import DurableError, OptionError
 from ..masking import mask_url
 from ..options import Options, SinkOptions, option, option_specs, parse_options, raise_unknown
@@ -142,12 +143,18 @@ class SinkSpec:
         if self._option_groups() is not None:  # checked now, on the driver; nothing is built
             own, _ = self._entry.parse(rest)
         object.__setattr__(self, "reads_mappings", self._entry.takes_mappings(own))
+        contract = getattr(own, "contract", None) if self._entry.json_rows else None
+        json_contract = contract if isinstance(contract, JsonContract) else None
+        object.__setattr__(self, "json_contract", json_contract)
 
     durable: DurableOptions = field(init=False, repr=False, compare=False)
     writer_options: Mapping[str, Any] = field(init=False, repr=False, compare=False)
     reads_mappings: bool = field(init=False, repr=False, compare=False)
     """Whether the writer takes a dict of a row's fields as it takes the ``Row`` (its
     ``takes_mappings``): rows read through Arrow are then handed over as dicts."""
+    json_contract: JsonContract | None = field(init=False, repr=False, compare=False)
+    """The JSON contract the writer's entries follow, for a sink whose entries are the
+    rows' JSON (``SinkEntry.json_rows``): nested columns may then come as JSON text."""
 
     def for_spark(self) -> SinkSpec:
         """This spec, checked for Spark's many worker processes.
