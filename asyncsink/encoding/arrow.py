@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import orjson
 
-from ..entries.arrow_rows import JSON_TEXT, json_text_marker
+from ..entries.arrow_rows import JSON_FIELDS, JSON_TEXT, field_names, json_text_marker
 from ..entries.packed import PackedEntries
 from .errors import EntryEncodingError
 from .instants import timestamp_texts
@@ -57,20 +57,26 @@ def encode_batch(
             is not UTF-8, a date beyond year 9999...), naming the column.
     """
 
-    names = list(batch.schema.names) if names is None else names
+    names = field_names(batch.schema) if names is None else names
     if batch.num_rows == 0:
         return PackedEntries(b"", [], [])
     if not names:
         return _packed(_repeat(b"{},", batch.num_rows))
     encode = _Encoder(contract)
     parts: list[bytes | Text] = []
-    for name, field, column in zip(names, batch.schema, batch.columns, strict=True):
+    position = 0  # in names: a column of JSON text holds several fields
+    for field, column in zip(batch.schema, batch.columns, strict=True):
+        held = field.metadata.get(JSON_FIELDS) if field.metadata else None
+        if held is not None:
+            parts += [b"," if parts else b"{", encode.json_fields(column, field)]
+            position += len(orjson.loads(held))
+            continue
+        name = names[position]
+        position += 1
         parts += [b"," if parts else b"{", orjson.dumps(name) + b":"]
-        marker = (field.metadata or {}).get(JSON_TEXT)
-        if marker is not None:
-            parts.append(encode.json_text(column, name, marker))
-        else:
-            parts.append(encode.column(column, name))
+        parts.append(encode.column(column, name))
+    if position != len(names):
+        raise ValueError(f"{len(names)} names for the {position} fields of the batch")
     return _packed(_concat([*parts, b"},"]))
 
 
@@ -135,24 +141,26 @@ class _Encoder:
         quote = _bytes(b'"')
         return pc.binary_join_element_wise(quote, values, quote, _bytes(b""))
 
-    def json_text(self, column: pa.Array, path: str, marker: bytes) -> Text:
-        """A column of JSON text (``JSON_TEXT``), as it is (``null`` for a missing
-        value).
+    def json_fields(self, column: pa.Array, field: pa.Field) -> Text:
+        """The fields of a column of JSON text (``JSON_TEXT``): each object's text without
+        its braces.
 
         Raises:
             EntryEncodingError: the text was made under another contract.
         """
         import pyarrow as pa
+        import pyarrow.compute as pc
 
+        marker = field.metadata[JSON_TEXT]
         own = json_text_marker(self.contract.utc, self.contract.decimal_as)
         if marker != own:
             raise EntryEncodingError(
-                path, "JSON text", f"made under a contract ({marker.decode()}) other than "
-                f"this encoder's ({own.decode()})",
+                field.name, "JSON text", f"made under a contract ({marker.decode()}) other "
+                f"than this encoder's ({own.decode()})",
             )  # fmt: skip
         if not pa.types.is_string(column.type):
             column = column.cast(pa.string())
-        return column.view(pa.binary()).fill_null(b"null"), False
+        return pc.binary_slice(column.view(pa.binary()), 1, -1), False
 
     def column(self, column: pa.Array, path: str) -> Text:
         """The text of each value, a string's content left for the caller to quote."""

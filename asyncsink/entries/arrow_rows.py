@@ -6,6 +6,12 @@ gives the very dicts ``batch.to_pylist()`` gives, building them once; a writer t
 convert columns at once reads ``batch`` and ``names`` instead and builds no dict at all
 (the HTTP sink encodes JSON entries that way).
 
+A column may hold the JSON text of several adjacent fields, made by Spark
+(``asyncsink.spark.json_columns``): its field's metadata says so (``JSON_TEXT``) and
+names those fields (``JSON_FIELDS``). ``names`` lists every field, and a row's dict
+holds, for those fields, the values their text reads back as (the contract's JSON
+values: a timestamp as its text); ``field_values`` reads one field of every row.
+
 Slicing is cheap and copies nothing: a slice is an ``ArrowRows`` over the same batch,
 which knows the batch it was cut from (``source``) and where (``start``), so a sink can
 convert the whole batch once and hand each slice its share.
@@ -21,13 +27,16 @@ from typing import TYPE_CHECKING, Any, overload
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["JSON_TEXT", "ArrowRow", "ArrowRows", "json_text_marker"]
+__all__ = ["JSON_FIELDS", "JSON_TEXT", "ArrowRow", "ArrowRows", "field_names", "json_text_marker"]
 
 JSON_TEXT = b"asyncsink.json"
 """The key, in an Arrow field's metadata, that marks a string column as JSON text: each
-value is already the JSON contract's text of a nested value (``null`` when missing),
-made under the contract that the key's value names (``json_text_marker``). The encoder
-copies such text as it is; a row's dict holds the value that text reads back as."""
+value is a JSON object, the JSON contract's text of several fields of the row (in
+order, none missing), made under the contract that the key's value names
+(``json_text_marker``). The encoder splices the object's fields into the row as they
+are."""
+JSON_FIELDS = b"asyncsink.fields"
+"""The key, beside ``JSON_TEXT``, whose value is the JSON list of the fields' names."""
 
 
 def json_text_marker(utc: bool, decimal_as: str) -> bytes:
@@ -55,24 +64,28 @@ class ArrowRows(Sequence[dict[str, Any]]):
 
     Args:
         batch: the ``pyarrow.RecordBatch`` holding the rows.
-        names: the field names, one per column (the batch's own when omitted); a batch
-            whose columns are named otherwise is given these names.
+        names: the field names (the batch's own when omitted: one per column, and those
+            a column of JSON text holds); a batch whose columns are named otherwise is
+            given these names.
     """
 
     __slots__ = ("_batch", "_rows", "_source", "_stop", "names", "start")
 
     names: tuple[str, ...]
-    """The field names, in column order (the keys of each row's dict)."""
+    """The field names, in order (the keys of each row's dict)."""
     start: int
     """Where this sequence's first row is in ``source``."""
 
     def __init__(self, batch: pa.RecordBatch, names: Sequence[str] | None = None) -> None:
-        own = batch.schema.names
+        own = field_names(batch.schema)
         if names is not None and list(names) != own:
+            if len(own) != batch.num_columns:
+                raise ValueError(f"the batch holds the fields {own}, not {list(names)}")
             batch = batch.rename_columns(list(names))  # keeps the fields' metadata
+            own = list(names)
         self._batch: pa.RecordBatch | None = batch
         self._rows: list[dict[str, Any]] | None = None
-        self.names = tuple(batch.schema.names)
+        self.names = tuple(own)
         self._source: ArrowRows | None = None  # not itself: no cycle keeps a batch alive
         self.start = 0
         self._stop: int = batch.num_rows
@@ -139,7 +152,8 @@ class ArrowRows(Sequence[dict[str, Any]]):
             values = self.batch.to_pylist(maps_as_pydicts="strict")
         except ValueError:  # text that is not UTF-8 (UnicodeDecodeError) among them
             values = [self._row_by_values(index) for index in range(len(self))]
-        self._read_json_text(values)
+        if len(self.names) != self.batch.num_columns:
+            values = [self._fields_of(row) for row in values]
         rows: list[dict[str, Any]] = []
         for offset, fields in enumerate(values):
             row = ArrowRow(fields)
@@ -147,19 +161,32 @@ class ArrowRows(Sequence[dict[str, Any]]):
             rows.append(row)
         return rows
 
-    def _read_json_text(self, values: list[dict[str, Any]]) -> None:
-        """Each value of a column of JSON text (``JSON_TEXT``) replaced by what it reads
-        back as: the contract's JSON values (a timestamp as its text, for one)."""
-        marked = [f.name for f in self.batch.schema if f.metadata and JSON_TEXT in f.metadata]
-        if not marked:
-            return
+    def _fields_of(self, columns: dict[str, Any]) -> dict[str, Any]:
+        """A row's fields from its columns' values, the JSON text of several read back."""
         import orjson
 
-        for fields in values:
-            for name in marked:
-                text = fields[name]
-                if text is not None:
-                    fields[name] = orjson.loads(text)
+        fields: dict[str, Any] = {}
+        for field in self.batch.schema:
+            value = columns[field.name]
+            if field.metadata and JSON_TEXT in field.metadata:
+                fields.update(orjson.loads(value))
+            else:
+                fields[field.name] = value
+        return fields
+
+    def field_values(self, name: str) -> list[Any]:
+        """The value of field ``name`` in each row, as the rows' dicts hold it.
+
+        Raises:
+            KeyError: no field has that name.
+        """
+        schema = self.batch.schema
+        index = schema.get_field_index(name)
+        if index >= 0 and not (schema.field(index).metadata or {}).get(JSON_TEXT):
+            return list(self.batch.column(index).to_pylist(maps_as_pydicts="strict"))
+        if name not in self.names:
+            raise KeyError(name)
+        return [row[name] for row in self.rows()]
 
     def _row_by_values(self, index: int) -> dict[str, Any]:
         """Row ``index`` value by value: a string that is not UTF-8 keeps its bytes, so
@@ -167,7 +194,7 @@ class ArrowRows(Sequence[dict[str, Any]]):
         import pyarrow as pa
 
         fields: dict[str, Any] = {}
-        for name, column in zip(self.names, self.batch.columns, strict=True):
+        for name, column in zip(self.batch.schema.names, self.batch.columns, strict=True):
             try:
                 fields[name] = column[index].as_py(maps_as_pydicts="strict")
             except ValueError:
@@ -176,3 +203,15 @@ class ArrowRows(Sequence[dict[str, Any]]):
 
     def __repr__(self) -> str:
         return f"ArrowRows({len(self)} rows, names={list(self.names)!r})"
+
+
+def field_names(schema: pa.Schema) -> list[str]:
+    """The fields of the rows of a batch of ``schema``: a column's name, or the names a
+    column of JSON text holds (``JSON_FIELDS``)."""
+    import orjson
+
+    names: list[str] = []
+    for field in schema:
+        held = field.metadata.get(JSON_FIELDS) if field.metadata else None
+        names.extend(orjson.loads(held) if held is not None else [field.name])
+    return names

@@ -23,6 +23,7 @@ from itertools import compress, repeat
 from operator import eq, is_, is_not, itemgetter, ne, not_
 from typing import Any, Protocol
 
+from ..entries.arrow_rows import ArrowRows
 from ..errors import OptionError
 
 __all__ = ["NO_ORDERING", "KeyOrder", "Ordering", "key_reader", "ordering_for"]
@@ -198,10 +199,9 @@ def key_reader(fields: Sequence[str]) -> KeyOf:
     names = list(fields)
 
     def key_of(elements: Sequence[Any]) -> list[Hashable]:
-        batch = getattr(elements, "batch", None)
         columns = (
-            _arrow_columns(batch, names)
-            if batch is not None
+            _arrow_columns(elements, names)
+            if isinstance(elements, ArrowRows)
             else [_column(elements, name) for name in names]
         )
         values = columns[0] if len(columns) == 1 else list(zip(*columns, strict=True))
@@ -212,13 +212,13 @@ def key_reader(fields: Sequence[str]) -> KeyOf:
     return key_of
 
 
-def _arrow_columns(batch: Any, names: list[str]) -> list[list[Any]]:
-    found = list(batch.schema.names)
+def _arrow_columns(rows: ArrowRows, names: list[str]) -> list[list[Any]]:
     columns = []
     for name in names:
-        if name not in found:
-            raise OptionError("orderingKey", name, f"a column of the rows: {', '.join(found)}")
-        columns.append(batch.column(found.index(name)).to_pylist())
+        if name not in rows.names:
+            found = ", ".join(rows.names)
+            raise OptionError("orderingKey", name, f"a column of the rows: {found}")
+        columns.append(rows.field_values(name))
     return columns
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from ..encoding import JsonContract
 from ..entries.arrow_rows import ArrowRows
-from .json_columns import json_projection, jvm_columns, mark_json_columns
+from .json_columns import JsonPlan, json_plan, mark_json_fields
 
 __all__ = ["batch_chunks", "check_columns", "map_partitions_in_arrow"]
 
@@ -98,45 +98,37 @@ def map_partitions_in_arrow(
     ``Row`` objects or (``as_dicts``) as dicts of their fields; the list of what each
     partition's ``task`` returned. With ``chunked``, ``task`` gets the rows in sequences,
     one per record batch (see ``batch_chunks``). With ``json_contract`` and ``as_dicts``,
-    the nested columns Spark writes as that contract does come as JSON text (see
+    runs of columns that Spark writes as that contract does come as JSON text (see
     ``json_columns``)."""
     schema = df.schema
     # Read under names of its own: mapInArrow refuses two columns of one name, and
     # cannot resolve a name with a dot in it; the rows get the real names back.
     names = [f"_{i}" for i in range(len(schema.fields))]
     df = df.toDF(*names)
-    json_text = JsonText(json_contract, []) if json_contract is not None and as_dicts else None
-    if json_text is not None:
-        json_text.columns.extend(jvm_columns(schema, json_text.contract))
-        if json_text.columns:
-            df = df.selectExpr(*json_projection(names, json_text.columns))
-    run = _Task(task, schema, as_dicts, chunked, json_text)
+    plan = json_plan(schema, json_contract) if json_contract is not None and as_dicts else None
+    if plan is not None and plan.any:
+        df = df.selectExpr(*plan.projection(names))
+    else:
+        plan = None
+    run = _Task(task, schema, as_dicts, chunked, plan)
     out = df.mapInArrow(run, "result binary").collect()
     return [pickle.loads(row.result) for row in out]
 
 
-class JsonText:
-    """Which columns of a partition's record batches are JSON text, made under which
-    contract (see ``json_columns``)."""
-
-    def __init__(self, contract: JsonContract, columns: list[int]) -> None:
-        self.contract = contract
-        self.columns = columns
-
-
 def batch_chunks(
-    batches: Iterable[Any], schema: Any, *, as_dicts: bool, json_text: JsonText | None = None
+    batches: Iterable[Any], schema: Any, *, as_dicts: bool, plan: JsonPlan | None = None
 ) -> Iterator[Sequence[Any]]:
     """The rows of Arrow record batches, one sequence per batch: ``ArrowRows`` (dicts of
     their fields, built when asked for), or lists of ``Row`` objects of ``schema`` (the
-    Spark ``StructType`` of the rows), with the values ``df.collect()`` gives. The
-    columns ``json_text`` names are Spark's JSON text, marked as such."""
+    Spark ``StructType`` of the rows), with the values ``df.collect()`` gives. Batches
+    read under ``plan`` hold JSON text, marked as such (see ``json_columns``)."""
     names = list(schema.names)
     if as_dicts:
         for batch in batches:
-            if json_text is not None and json_text.columns:
-                batch = mark_json_columns(batch, json_text.columns, json_text.contract)
-            yield ArrowRows(batch, names)
+            if plan is not None:
+                yield ArrowRows(mark_json_fields(batch, plan))
+            else:
+                yield ArrowRows(batch, names)
         return
     import pyarrow as pa
 
@@ -159,20 +151,18 @@ class _Task:
         schema: Any,
         as_dicts: bool,
         chunked: bool,
-        json_text: JsonText | None = None,
+        plan: JsonPlan | None = None,
     ) -> None:
         self.task = task
         self.schema = schema
         self.as_dicts = as_dicts
         self.chunked = chunked
-        self.json_text = json_text
+        self.plan = plan
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
-        chunks = batch_chunks(
-            batches, self.schema, as_dicts=self.as_dicts, json_text=self.json_text
-        )
+        chunks = batch_chunks(batches, self.schema, as_dicts=self.as_dicts, plan=self.plan)
         result = self.task(chunks if self.chunked else _flat(chunks))
         column = pa.array([pickle.dumps(result)], pa.binary())
         yield pa.RecordBatch.from_arrays([column], names=["result"])

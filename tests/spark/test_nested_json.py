@@ -12,10 +12,10 @@ import pyarrow as pa
 import pytest
 
 from asyncsink.encoding import JsonContract, encode_batch
-from asyncsink.entries.arrow_rows import JSON_TEXT, ArrowRows
+from asyncsink.entries.arrow_rows import JSON_FIELDS, ArrowRows
 from asyncsink.spark import foreach_partition
 from asyncsink.spark.arrow import map_partitions_in_arrow
-from asyncsink.spark.json_columns import contract_text, jvm_columns
+from asyncsink.spark.json_columns import contract_text, json_plan
 from tests.spark.test_arrow_http import keeper  # noqa: F401 - the endpoint that keeps bodies
 
 CONTROLS = ", ".join(f"char({code})" for code in (*range(1, 32), 127))
@@ -55,16 +55,18 @@ FROM VALUES (0), (1) AS t(id)
 
 
 def encoded(chunks: Any) -> list[tuple[bytes, list[str]]]:
-    """In a Python worker: each row's entry and the columns that came as JSON text."""
+    """In a Python worker: each row's entry and the fields that came as JSON text."""
     out = []
     for rows in chunks:
         assert isinstance(rows, ArrowRows)
         schema = rows.batch.schema
-        marked = [f.name for f in schema if f.metadata and JSON_TEXT in f.metadata]
+        marked = sum((orjson.loads(f.metadata[JSON_FIELDS]) for f in schema if f.metadata), [])
         entries = encode_batch(rows.batch, JsonContract(), list(rows.names))
         for index, entry in enumerate(entries):
-            for name in marked:  # a row's dict holds what the entry holds
+            for name in marked:  # a row's dict, and a field's values, hold what it holds
                 assert rows[index][name] == orjson.loads(entry)[name]
+                assert rows.field_values(name)[index] == rows[index][name]
+            assert not marked or list(rows[index]) == list(rows.names)
             out.append((bytes(entry), marked))
     return out
 
@@ -91,8 +93,8 @@ def test_spark_json_text_gives_the_python_encoders_bytes(tricky: Any) -> None:
     jvm = run(JsonContract())
     assert [entry for entry, _ in jvm] == [entry for entry, _ in python]
     assert all(marked == [] for _, marked in python)
-    nested = ["st", "arr", "objs", "by_int", "by_long", "by_bool", "by_text", "maps", "missing"]
-    assert [marked for _, marked in jvm] == [nested, nested]  # not doubles, nor a date key
+    run = ["id", "st", "arr", "objs", "by_int", "by_long", "by_bool", "by_text", "maps", "missing"]
+    assert [marked for _, marked in jvm] == [run, run]  # not doubles, nor a date key
 
     row = orjson.loads(jvm[0][0])
     st = row["st"]
@@ -137,17 +139,30 @@ def test_foreach_partition_sends_what_the_data_source_sends(
     assert sorted(keeper.entries) == through_foreach
 
 
-def test_columns_whose_text_spark_cannot_make_keep_the_python_path() -> None:
+def test_runs_of_columns_spark_writes_as_the_contract_does_become_json_text() -> None:
     from pyspark.sql.types import _parse_datatype_string
 
     schema = _parse_datatype_string(
-        "a struct<t: timestamp>, b array<decimal(10,2)>, c map<string, float>, "
+        "i long, a struct<t: timestamp>, b array<decimal(10,2)>, c map<string, float>, "
         "d map<date, int>, e array<timestamp_ntz>, f string, g struct<i: interval day>, "
-        "h array<binary>"
+        "h array<binary>, j long, k double, l long"
     )
-    assert jvm_columns(schema, JsonContract()) == [0, 1, 4, 7]
-    assert jvm_columns(schema, JsonContract(time_zone="Europe/Paris")) == [1, 4, 7]
-    assert jvm_columns(schema, JsonContract(decimal_as="string")) == [0, 4, 7]
+    utc = json_plan(schema, JsonContract())
+    assert utc.segments == ((0, 1, 2), (3,), (4,), (5, 6), (7,), (8, 9), (10,), (11,))
+    assert utc.runs == {0, 3, 5}
+    paris = json_plan(schema, JsonContract(time_zone="Europe/Paris"))
+    assert paris.segments == ((0,), (1,), (2,), (3,), (4,), (5, 6), (7,), (8, 9), (10,), (11,))
+    assert paris.runs == {2, 5, 7}
+    strings = json_plan(schema, JsonContract(decimal_as="string"))
+    assert strings.runs == {0, 4, 6} and strings.segments[:2] == ((0, 1), (2,))
+    flat = json_plan(_parse_datatype_string("i long, s string, t timestamp"), JsonContract())
+    assert not flat.any  # flat columns are cheaper through Arrow
+    assert utc.projection(["_0", "_1", "_2"] + [f"_{i}" for i in range(3, 12)])[:2] == [
+        "to_json(struct(_0 AS `i`, _1 AS `a`, _2 AS `b`), "
+        + utc.projection.__globals__["TO_JSON_OPTIONS"]
+        + ") AS _0",
+        "_3",
+    ]
 
 
 def test_capital_escapes_become_the_contracts_and_escaped_backslashes_stay() -> None:
