@@ -174,15 +174,23 @@ def mark_json_fields(batch: Any, plan: JsonPlan) -> Any:
 
 def contract_text(column: Any) -> Any:
     """Spark's JSON text (a string array) with the contract's escapes: Jackson's
-    ``\\u001F`` becomes ``\\u001f``. Rare: only values that hold such an escape are
+    ``\\u001F`` becomes ``\\u001f``. Rare: only values that hold a ``\\u`` escape are
     rewritten, each read escape by escape so that an escaped backslash followed by
     ``u001F`` stays as it is."""
+    import numpy as np
     import pyarrow as pa
-    import pyarrow.compute as pc
 
-    if pa.types.is_large_string(column.type) or pa.types.is_string_view(column.type):
+    if not pa.types.is_string(column.type):
         column = column.cast(pa.string())
-    if not pc.any(pc.match_substring(column, "\\u00")).as_py():
+    _validity, offsets, data = column.buffers()
+    if data is None or len(column) == 0:
+        return column
+    bounds = np.frombuffer(offsets, np.int32, 2, column.offset * 4)
+    start = int(bounds[0])
+    end = int(np.frombuffer(offsets, np.int32, 1, (column.offset + len(column)) * 4)[0])
+    text = np.frombuffer(data, np.uint8, end - start, start)
+    slashes = np.flatnonzero(text[:-1] == 0x5C)  # found in a pass: escapes are rare
+    if not len(slashes) or not (text[slashes + 1] == 0x75).any():  # no "\\u"
         return column
     values = [
         value if value is None or not _CAPITAL_ESCAPE.search(value) else _small_hex(value)

@@ -139,7 +139,8 @@ def test_foreach_partition_sends_what_the_data_source_sends(
     assert sorted(keeper.entries) == through_foreach
 
 
-def test_runs_of_columns_spark_writes_as_the_contract_does_become_json_text() -> None:
+@pytest.mark.spark
+def test_runs_of_columns_spark_writes_as_the_contract_does_become_json_text(spark: Any) -> None:
     from pyspark.sql.types import _parse_datatype_string
 
     schema = _parse_datatype_string(
