@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import math
 import random
 from typing import Any
 
@@ -68,3 +69,34 @@ def test_spark_rows_of_one_schema_encode_as_their_dicts() -> None:
     spark_rows = [make(f"r{i}", TRICKY_STRINGS[i % len(TRICKY_STRINGS)], i) for i in range(50)]
     encoder = JsonEntryEncoder()
     assert encoder.encode_all(spark_rows) == [encoder(row) for row in spark_rows]
+
+
+NON_FINITE = [(float("nan"), b'"NaN"'), (-math.inf, b'"-Infinity"')]
+
+
+@pytest.mark.parametrize("pad", range(4))
+@pytest.mark.parametrize(("number", "text"), NON_FINITE)
+def test_a_long_run_finds_a_non_finite_float_at_any_byte_offset(
+    pad: int, number: float, text: bytes
+) -> None:
+    """A run past 4 KiB skips the search for ``null`` when numpy finds none of the byte
+    pairs it needs at even offsets: a NaN or an infinity is found wherever its ``null``
+    falls, and written as the contract says."""
+    encoder = JsonEntryEncoder()
+    run: list[dict[str, Any]] = [{"id": f"r{i:05d}", "v": i} for i in range(2000)]
+    run[1234] = {"id": "x" * pad, "v": number}
+    encoded = encoder.encode_all(run)
+    assert encoded[1234] == b'{"id":"' + b"x" * pad + b'","v":' + text + b"}"
+    assert encoded == [encoder(row) for row in run]
+
+
+@pytest.mark.parametrize("word", ["null", "annual", "full", "nu ll", "nul"])
+def test_a_long_run_with_text_like_null_stays_packed(word: str) -> None:
+    """Pairs of ``null`` in the text, or a real ``null`` of a None, lead to the search and
+    the walk for non-finite floats, which finds none: the run stays one packed buffer."""
+    encoder = JsonEntryEncoder()
+    run: list[dict[str, Any]] = [{"id": f"r{i:05d}", "v": i / 3} for i in range(1000)]
+    run[500] = {"id": word, "v": None}
+    encoded = encoder.encode_all(run)
+    assert type(encoded).__name__ == "PackedEntries"
+    assert encoded == [encoder(row) for row in run]
