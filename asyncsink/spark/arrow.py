@@ -93,19 +93,22 @@ def map_partitions_in_arrow(
     as_dicts: bool = False,
     chunked: bool = False,
     json_contract: JsonContract | None = None,
+    plain_columns: Sequence[str] = (),
 ) -> list[Any]:
     """Run ``task`` on the rows of each partition of ``df``, read through Arrow, as
     ``Row`` objects or (``as_dicts``) as dicts of their fields; the list of what each
     partition's ``task`` returned. With ``chunked``, ``task`` gets the rows in sequences,
     one per record batch (see ``batch_chunks``). With ``json_contract`` and ``as_dicts``,
     runs of columns that Spark writes as that contract does come as JSON text (see
-    ``json_columns``)."""
+    ``json_columns``), but for ``plain_columns`` (read by column, as ordering keys are)."""
     schema = df.schema
     # Read under names of its own: mapInArrow refuses two columns of one name, and
     # cannot resolve a name with a dot in it; the rows get the real names back.
     names = [f"_{i}" for i in range(len(schema.fields))]
     df = df.toDF(*names)
-    plan = json_plan(schema, json_contract) if json_contract is not None and as_dicts else None
+    plan = None
+    if json_contract is not None and as_dicts:
+        plan = json_plan(schema, json_contract, plain=frozenset(plain_columns))
     if plan is not None and plan.any:
         df = df.selectExpr(*plan.projection(names))
     else:

@@ -103,6 +103,7 @@ def _write(df: Any, spec: SinkSpec, identity: RunIdentity) -> list[PartitionResu
             as_dicts=spec.reads_mappings,
             chunked=True,
             json_contract=spec.json_contract,
+            plain_columns=spec.key_fields,
         )
     return results
 

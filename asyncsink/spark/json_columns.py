@@ -94,10 +94,11 @@ def _quoted(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def json_plan(schema: Any, contract: JsonContract) -> JsonPlan:
+def json_plan(schema: Any, contract: JsonContract, plain: frozenset[str] = frozenset()) -> JsonPlan:
     """The plan for the columns of ``schema`` (a Spark ``StructType``): maximal runs of
     adjacent columns Spark's ``to_json`` writes as ``contract`` does, each holding a
-    struct, array or map, become JSON text; every other column stays as it is."""
+    struct, array or map, become JSON text; every other column stays as it is, and so
+    do the columns named in ``plain`` (an ordering key, read by column)."""
     from pyspark.sql import types
 
     nested = (types.StructType, types.ArrayType, types.MapType)
@@ -114,7 +115,7 @@ def json_plan(schema: Any, contract: JsonContract) -> JsonPlan:
         run.clear()
 
     for index, field in enumerate(schema.fields):
-        if _exact(field.dataType, contract):
+        if field.name not in plain and _exact(field.dataType, contract):
             run.append(index)
             continue
         close()

@@ -139,13 +139,15 @@ class SinkSpec:
         object.__setattr__(self, "durable", durable)
         object.__setattr__(self, "writer_options", rest)
         self._check_names()
-        own = None
+        own, core = None, None
         if self._option_groups() is not None:  # checked now, on the driver; nothing is built
-            own, _ = self._entry.parse(rest)
+            own, core = self._entry.parse(rest)
         object.__setattr__(self, "reads_mappings", self._entry.takes_mappings(own))
         contract = getattr(own, "contract", None) if self._entry.json_rows else None
         json_contract = contract if isinstance(contract, JsonContract) else None
         object.__setattr__(self, "json_contract", json_contract)
+        keys = core.ordering_key.split(",") if core is not None else []
+        object.__setattr__(self, "key_fields", tuple(k.strip() for k in keys if k.strip()))
 
     durable: DurableOptions = field(init=False, repr=False, compare=False)
     writer_options: Mapping[str, Any] = field(init=False, repr=False, compare=False)
@@ -155,6 +157,8 @@ class SinkSpec:
     json_contract: JsonContract | None = field(init=False, repr=False, compare=False)
     """The JSON contract the writer's entries follow, for a sink whose entries are the
     rows' JSON (``SinkEntry.json_rows``): nested columns may then come as JSON text."""
+    key_fields: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    """The fields of ``orderingKey``, read by column: they stay out of JSON text."""
 
     def for_spark(self) -> SinkSpec:
         """This spec, checked for Spark's many worker processes.

@@ -156,6 +156,8 @@ def test_runs_of_columns_spark_writes_as_the_contract_does_become_json_text(spar
     assert paris.runs == {2, 5, 7}
     strings = json_plan(schema, JsonContract(decimal_as="string"))
     assert strings.runs == {0, 4, 6} and strings.segments[:2] == ((0, 1), (2,))
+    keyed = json_plan(schema, JsonContract(), plain=frozenset({"i"}))
+    assert keyed.segments[:2] == ((0,), (1, 2)) and 1 in keyed.runs  # an ordering key
     flat = json_plan(_parse_datatype_string("i long, s string, t timestamp"), JsonContract())
     assert not flat.any  # flat columns are cheaper through Arrow
     assert utc.projection(["_0", "_1", "_2"] + [f"_{i}" for i in range(3, 12)])[:2] == [
@@ -175,3 +177,26 @@ def test_capital_escapes_become_the_contracts_and_escaped_backslashes_stay() -> 
         None,
         '"plain \\u0001"',
     ]
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(300)
+def test_odd_column_names_and_an_ordering_key_give_the_data_sources_bytes(
+    spark: Any,
+    keeper: Any,  # noqa: F811
+) -> None:
+    df = spark.sql(
+        "SELECT id, named_struct('x', id) AS `a.b`, array(id) AS `q``x`, "
+        "map('k', id) AS `é \"z\"` FROM range(6)"
+    ).repartition(2)
+    url = f"http://127.0.0.1:{keeper.server_port}/ingest"
+    options = {"url": url, "bodyFormat": "ndjson"}
+    sent = {}
+    for keyed in ({}, {"orderingKey": "id"}, {"orderingKey": "a.b"}):
+        assert foreach_partition(df, "http", {**options, **keyed}).delivered == 6
+        sent[str(keyed)] = sorted(keeper.entries)
+        keeper.entries.clear()
+    df.write.format("asyncsink-http").options(**options).mode("append").save()
+    expected = sorted(keeper.entries)
+    assert all(entries == expected for entries in sent.values())
+    assert b'{"id":0,"a.b":{"x":0},"q`x":[0],"\xc3\xa9 \\"z\\"":{"k":0}}' in expected
