@@ -48,7 +48,7 @@ must hold exactly the entries sent) and the endpoint is reset between runs.
 Prints, per latency and with the machine's load average, each side's entries/s and
 client CPU per entry as the median with the minimum and maximum of its runs, and the
 endpoint's CPU per entry; then the comparisons: the ratio of the medians, and the median
-(min-max) of each round's ratio, with the targets of issue 16:
+(min-max) of each round's ratio, with their targets:
 
 - at 20 and 100 ms, asyncsink >= 1.5x the aiohttp loop (adaptive concurrency);
 - at 0 ms, asyncsink >= 0.8x the aiohttp loop's throughput and <= 1.3x its client CPU
