@@ -519,7 +519,7 @@ def draw(results: dict[int, dict[str, dict[str, Any]]], path: Path, note: str) -
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join((__doc__ or "").split("\n\n")[0].split()))
     parser.add_argument("--rows", type=int, default=2_000_000, help="rows per run, all writers")
     parser.add_argument(
         "--dynamodb-rows", type=int, default=100_000, help="rows per run on moto (a slow server)"
