@@ -28,7 +28,7 @@ KILL_AFTER_ANSWERS = 5
 
 def create_killing_http_writer(options: Mapping[str, Any], **kwargs: Any) -> Any:
     """An HTTP writer whose first attempt of partition 0 SIGKILLs its Python worker once
-    its ``KILL_AFTER_ANSWERS``-th answer came back, before the writer records it."""
+    its ``KILL_AFTER_ANSWERS``-th answer came back, before the writer records that one."""
     from pyspark import TaskContext
 
     from asyncsink.sinks.http import create_writer
@@ -45,6 +45,9 @@ def create_killing_http_writer(options: Mapping[str, Any], **kwargs: Any) -> Any
         result = await submit(entries)
         answered += 1
         if answered >= KILL_AFTER_ANSWERS:
+            # The answers before this one are on disk first (the writer persists them
+            # soon after they arrive, not at once): the retry then has calls to skip.
+            await writer._log.sync()
             os.kill(os.getpid(), signal.SIGKILL)
         return result
 
