@@ -13,6 +13,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 
 def spark_home() -> str:
@@ -25,10 +26,12 @@ def spark_home() -> str:
     return str(mirror)
 
 
-def main(ingest_url: str, store: str) -> None:
+def cluster_session(*env: str) -> Any:
+    """A ``local-cluster[2,1,1024]`` session (two executors of one core, a task tried up
+    to four times, a failing executor excluded), whose executors get this Python,
+    ``PYTHONPATH`` and the environment variables named in ``env``."""
     os.environ["SPARK_HOME"] = spark_home()
     from pyspark.sql import SparkSession
-    from pyspark.sql import functions as F
 
     builder = (
         SparkSession.builder.master("local-cluster[2,1,1024]")
@@ -39,10 +42,16 @@ def main(ingest_url: str, store: str) -> None:
         .config("spark.excludeOnFailure.enabled", "true")
         .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
     )
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "PYTHONPATH"):
+    for name in ("PYTHONPATH", *env):
         builder = builder.config(f"spark.executorEnv.{name}", os.environ.get(name, ""))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def main(ingest_url: str, store: str) -> None:
+    spark = cluster_session("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+    from pyspark.sql import functions as F
 
     def label(i: int) -> str:
         from pyspark import TaskContext

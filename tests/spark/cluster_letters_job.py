@@ -19,11 +19,10 @@ Prints one JSON line: the refusal, the rows each directory holds, the statistics
 from __future__ import annotations
 
 import json
-import os
 import sys
 from typing import Any
 
-from tests.spark.cluster_job import spark_home
+from tests.spark.cluster_job import cluster_session
 
 ROWS = 4000
 
@@ -33,25 +32,11 @@ def letters_of(spark: Any, url: str) -> list[dict[str, Any]]:
 
 
 def main(ingest_url: str, workdir: str) -> None:
-    os.environ["SPARK_HOME"] = spark_home()
-    from pyspark.sql import SparkSession
-
+    spark = cluster_session()
+    context = spark.sparkContext
     from asyncsink.errors import OptionError
     from asyncsink.spark import foreach_partition, register_data_sources
 
-    builder = (
-        SparkSession.builder.master("local-cluster[2,1,1024]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.task.maxFailures", "4")
-        .config("spark.excludeOnFailure.enabled", "true")
-        .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
-        .config("spark.executorEnv.PYTHONPATH", os.environ.get("PYTHONPATH", ""))
-    )
-    spark = builder.getOrCreate()
-    context = spark.sparkContext
-    context.setLogLevel("ERROR")
     df = spark.range(0, ROWS, 1, 2).selectExpr(
         "concat('r', id) AS id",
         "id % 100 = 7 AS bad",  # refused by the endpoint (item status 400)

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from tests.spark.cluster_job import spark_home
+from tests.spark.cluster_job import cluster_session
 
 KILL_AFTER_ANSWERS = 5
 
@@ -56,25 +56,11 @@ def create_killing_http_writer(options: Mapping[str, Any], **kwargs: Any) -> Any
 
 
 def main(ingest_url: str, store: str) -> None:
-    os.environ["SPARK_HOME"] = spark_home()
-    from pyspark.sql import SparkSession
-
+    spark = cluster_session()
+    context = spark.sparkContext
     from asyncsink.errors import OptionError
     from asyncsink.spark import foreach_partition
 
-    builder = (
-        SparkSession.builder.master("local-cluster[2,1,1024]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.task.maxFailures", "4")
-        .config("spark.excludeOnFailure.enabled", "true")
-        .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
-        .config("spark.executorEnv.PYTHONPATH", os.environ.get("PYTHONPATH", ""))
-    )
-    spark = builder.getOrCreate()
-    context = spark.sparkContext
-    context.setLogLevel("ERROR")
     df = spark.range(0, 4000, 1, 2).selectExpr("concat('r', id) AS id", "id AS n")
 
     context.setJobGroup("default-store", "the default store on a cluster")
